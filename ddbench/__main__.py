@@ -1,0 +1,5 @@
+import sys
+
+from ddbench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,119 @@
+"""The `ddbench` command: `check` lives here; every other verb runs its stage's own module.
+
+A verb whose stage is not built says which stage is missing and exits 2, so the front door
+never prints output that no stage produced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import runpy
+import sys
+
+from ddbench.launch import server_command
+from ddbench.profile import ProfileError, load_profile, repo_path, resolve_path
+from ddbench.prompts import PromptSetError, load_prompts
+
+EXIT_ERROR, EXIT_MISSING_STAGE = 1, 2
+
+# verb -> (module run as __main__, the stage that builds it)
+STAGES = {
+    "reproduce": ("ddbench.reproduce", "Reproduce (`just reproduce`)"),
+    "verify": ("ddbench.verify", "Reproduce (`just verify`)"),
+    "up": ("containers.up", "Containers (bring-up)"),
+    "down": ("containers.down", "Containers (bring-up)"),
+    "load": ("ddbench.onecell", "Load generation + Containers (one cell)"),
+    "ui": ("loadtests.ui", "Load generation (web UI)"),
+    "analyze": ("analysis", "Analysis and report (analysis)"),
+    "report": ("report", "Analysis and report (report)"),
+    "train-models": ("refengine.train", "Model pair (training)"),
+    "serve": ("refengine.serve", "Reference engine, server"),
+}
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+def run_stage(verb: str, argv: list[str]) -> int:
+    module, stage = STAGES[verb]
+    if not _module_exists(module):
+        print(f"ddbench {verb}: the '{stage}' stage is not built yet ({module} is missing); "
+              "nothing was run.", file=sys.stderr)
+        return EXIT_MISSING_STAGE
+    sys.argv = [f"ddbench {verb}", *argv]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_ERROR)
+    return 0
+
+
+def plan_text(profile, source: str) -> str:
+    load, wl = profile.load, profile.workload
+    cells = profile.cells()
+    lines = [f"profile {profile.name}  ({source})", f"  digest {profile.digest()[:16]}",
+             f"  backend {profile.backend.kind} ({profile.backend.runtime}"
+             + (f", image {profile.backend.image}" if profile.backend.image else "") + ")",
+             f"  models  target {profile.models.target}  drafter {profile.models.drafter or '-'}",
+             f"  placement {profile.placement.device}"
+             + (f" gpus {profile.placement.gpus} tp {profile.placement.tp_size}" if profile.placement.gpus else ""),
+             f"  workload {wl.prompt_set}  max_tokens {wl.max_tokens}  temperature {wl.temperature}"
+             f"  ignore_eos {wl.ignore_eos}"]
+    if load.requests_per_user is not None:
+        per_rep = sum(c * (load.warmup_requests + load.requests_per_user) for c in load.concurrency)
+        measured = sum(c * load.requests_per_user for c in load.concurrency)
+        requests = (f"{per_rep * load.repetitions * len(profile.arms)} requests in total "
+                    f"({measured * load.repetitions * len(profile.arms)} measured)")
+    else:
+        requests = f"{load.duration_s:g} s per cell after {load.warmup_requests} warmup requests per user"
+    lines += [f"  load {load.mode}, concurrency {load.concurrency}, {load.repetitions} repetition(s), "
+              f"seed {load.seed}",
+              f"  cells {len(profile.arms)} arms x {len(load.concurrency)} concurrency x "
+              f"{load.repetitions} repetitions = {len(cells)} cells; {requests}", "", "arms:"]
+    for arm in profile.arms:
+        launch = server_command(profile, arm)
+        lines.append(f"  {arm.id}  [{arm.kind}]")
+        lines.append(f"    {launch.shell()}")
+        lines += [f"    note: {n}" for n in launch.notes]
+    return "\n".join(lines)
+
+
+def check(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="ddbench check", description="Validate a profile and print its plan.")
+    ap.add_argument("profile", help="a shipped profile's name (cpu-tiny) or a path to a YAML file")
+    args = ap.parse_args(argv)
+    try:
+        source = str(resolve_path(args.profile))
+        profile = load_profile(args.profile)
+        prompts = repo_path(profile.workload.prompt_set)
+        try:
+            load_prompts(prompts, profile.workload.categories)
+        except PromptSetError as e:
+            raise ProfileError(f"{source}: workload.prompt_set: {e}") from None
+    except ProfileError as e:
+        print(f"ddbench check: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    print(plan_text(profile, source))
+    return 0
+
+
+USAGE = "usage: ddbench {check," + ",".join(STAGES) + "} ..."
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else EXIT_ERROR
+    verb, rest = argv[0], argv[1:]
+    if verb == "check":
+        return check(rest)
+    if verb in STAGES:
+        return run_stage(verb, rest)
+    print(f"ddbench: unknown command '{verb}'\n{USAGE}", file=sys.stderr)
+    return EXIT_ERROR

@@ -1,0 +1,119 @@
+"""From an arm of a profile to the server's command line: one function per backend.
+
+Both backends take SGLang's flag names, so the reference engine is a drop-in stand-in.
+Switches that the comparison must hold equal (attention backend, page size, overlap
+scheduler) are set for every arm of a profile, not only for the arm that needs them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ddbench.profile import Arm, Profile
+
+DEFAULT_PORT = 30000
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def shell(self) -> str:
+        import shlex
+
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        return (env + " " if env else "") + shlex.join(self.argv)
+
+
+def max_running_requests(profile: Profile) -> int:
+    return profile.runtime.max_running_requests or max(profile.load.concurrency)
+
+
+def sglang_effective_topk(arm: Arm, max_topk: int, vocab: int | None = None) -> int:
+    """Top-k that SGLang's DDTree PR (#29907) really uses: min(max(B // L + 1, 2), vocab, MAX_TOPK)."""
+    depth = arm.block_size - 1
+    k = max(arm.tree_budget // depth + 1, 2)
+    return min(k, max_topk, vocab) if vocab else min(k, max_topk)
+
+
+def _has(profile: Profile, *kinds: str) -> bool:
+    return any(a.kind in kinds for a in profile.arms)
+
+
+def _spec_args(arm: Arm, drafter: str | None, block_flag: str) -> tuple[list[str], dict[str, str]]:
+    if arm.kind == "ar":
+        return [], {}
+    if arm.kind == "linear":
+        return ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", drafter,
+                block_flag, str(arm.block_size)], {}
+    return (["--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", drafter,
+             block_flag, str(arm.block_size), "--speculative-ddtree-budget", str(arm.tree_budget)],
+            {"SGLANG_DDTREE_MAX_TOPK": str(arm.tree_topk)})
+
+
+def _gpu_env(profile: Profile) -> dict[str, str]:
+    if profile.placement.device == "cuda" and profile.backend.runtime == "local":
+        return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, profile.placement.gpus))}
+    return {}
+
+
+def sglang_command(profile: Profile, arm: Arm, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+                   python: str = "python3") -> Launch:
+    rt, notes = profile.runtime, []
+    argv = [python, "-m", "sglang.launch_server", "--model-path", profile.models.target,
+            "--host", host, "--port", str(port), "--tp-size", str(profile.placement.tp_size),
+            "--enable-metrics", "--decode-log-interval", str(rt.decode_log_interval),
+            "--max-running-requests", str(max_running_requests(profile))]
+    if profile.models.tokenizer:
+        argv += ["--tokenizer-path", profile.models.tokenizer]
+    if rt.dtype != "auto":
+        argv += ["--dtype", rt.dtype]
+    attention = rt.attention_backend
+    if attention is None and any(a.kind == "tree" and a.tree_budget > a.block_size - 1 for a in profile.arms):
+        attention = "triton"
+        notes.append("attention backend triton on every arm: a DDTree tree verify needs it")
+    if attention:
+        argv += ["--attention-backend", attention]
+    if _has(profile, "chain", "tree"):
+        argv += ["--page-size", "1"]
+    elif rt.page_size:
+        argv += ["--page-size", str(rt.page_size)]
+    if not rt.overlap_scheduler:
+        argv += ["--disable-overlap-schedule"]
+    if not profile.cuda_graphs(arm):
+        argv += ["--disable-cuda-graph"]
+    if rt.mem_fraction_static is not None:
+        argv += ["--mem-fraction-static", str(rt.mem_fraction_static)]
+    spec, env = _spec_args(arm, profile.models.drafter, "--speculative-num-draft-tokens")
+    argv += spec + rt.extra_args + arm.extra_args
+    if arm.kind == "tree":
+        k = sglang_effective_topk(arm, arm.tree_topk)
+        if k != arm.tree_topk:
+            notes.append(f"SGLang's DDTree uses top-k min(max(B//L+1, 2), MAX_TOPK) = {k}, "
+                         f"not {arm.tree_topk}, for budget {arm.tree_budget} and depth {arm.block_size - 1}")
+    return Launch(argv, {**_gpu_env(profile), **rt.env, **env, **arm.env}, notes)
+
+
+def refengine_command(profile: Profile, arm: Arm, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+                      python: str = "python3") -> Launch:
+    rt = profile.runtime
+    argv = [python, "-m", "refengine.serve", "--model-path", profile.models.target,
+            "--host", host, "--port", str(port), "--device", profile.placement.device,
+            "--enable-metrics", "--decode-log-interval", str(rt.decode_log_interval),
+            "--max-running-requests", str(max_running_requests(profile))]
+    if profile.models.tokenizer:
+        argv += ["--tokenizer-path", profile.models.tokenizer]
+    if rt.dtype != "auto":
+        argv += ["--dtype", rt.dtype]
+    if not profile.cuda_graphs(arm):
+        argv += ["--disable-cuda-graph"]
+    spec, env = _spec_args(arm, profile.models.drafter, "--speculative-dflash-block-size")
+    argv += spec + rt.extra_args + arm.extra_args
+    return Launch(argv, {**_gpu_env(profile), **rt.env, **env, **arm.env})
+
+
+def server_command(profile: Profile, arm: Arm, **kw) -> Launch:
+    build = {"sglang": sglang_command, "refengine": refengine_command}[profile.backend.kind]
+    return build(profile, arm, **kw)

@@ -1,0 +1,138 @@
+"""manifest.json: everything needed to know what a run measured and to run it again."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from importlib import metadata
+
+from ddbench.profile import REPO_ROOT, Profile, repo_path
+from ddbench.prompts import prompt_set_digest
+from ddbench.results import RunDir, redact_env, write_json_atomic
+
+KEY_PACKAGES = ("ddbench", "torch", "transformers", "tokenizers", "safetensors", "sglang", "locust",
+                "pandas", "pydantic", "docker", "jinja2", "pylatex", "matplotlib", "dflash")
+# Environment that changes what a server does; recorded (redacted) so a run can be re-made.
+ENV_PREFIXES = ("SGLANG_", "CUDA_", "OMP_", "MKL_", "TORCH_", "NCCL_", "HF_", "DOCKER_HOST")
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def git_state() -> dict:
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    sha = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"sha": sha, "dirty": None if status is None else bool(status)}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+
+
+def _os_name() -> str:
+    try:
+        info = dict(line.rstrip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
+        return info.get("PRETTY_NAME", "").strip('"')
+    except OSError:
+        return platform.platform()
+
+
+def gpus() -> dict:
+    """GPUs through NVML, else nvidia-smi; absent GPUs are recorded as absent, not as an error."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            devices = []
+            for i in range(pynvml.nvmlDeviceGetCount()):
+                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+                devices.append({"index": i, "name": pynvml.nvmlDeviceGetName(h),
+                                "memory_bytes": pynvml.nvmlDeviceGetMemoryInfo(h).total})
+            return {"source": "nvml", "driver": pynvml.nvmlSystemGetDriverVersion(), "devices": devices}
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no library, no driver, no device: all mean "no GPU via NVML"
+        pass
+    if shutil.which("nvidia-smi"):
+        q = subprocess.run(["nvidia-smi", "--query-gpu=index,name,memory.total,driver_version",
+                            "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20)
+        if q.returncode == 0:
+            rows = [[c.strip() for c in line.split(",")] for line in q.stdout.splitlines() if line.strip()]
+            return {"source": "nvidia-smi", "driver": rows[0][3] if rows else None,
+                    "devices": [{"index": int(r[0]), "name": r[1], "memory_bytes": int(float(r[2])) << 20}
+                                for r in rows]}
+    return {"source": None, "driver": None, "devices": []}
+
+
+def host_info() -> dict:
+    return {"hostname": platform.node(), "cpu": _cpu_model(), "cores": os.cpu_count(),
+            "memory_bytes": _memory_bytes(), "os": _os_name(), "kernel": platform.release(),
+            "python": platform.python_version(), "gpus": gpus()}
+
+
+def package_versions() -> dict:
+    out = {}
+    for name in KEY_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def build_manifest(profile: Profile, source: str, run: RunDir) -> dict:
+    env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
+    prompt_file = repo_path(profile.workload.prompt_set)
+    return {
+        "run_id": run.path.name,
+        "profile": profile.model_dump(mode="json"),
+        "profile_source": source,
+        "profile_digest": profile.digest(),
+        "prompt_set_digest": prompt_set_digest(prompt_file) if prompt_file.is_file() else None,
+        "git": git_state(),
+        "host": host_info(),
+        "packages": package_versions(),
+        "environment": redact_env(env),
+        "seeds": {"load": profile.load.seed},
+        "images": {},
+        "started": now_iso(),
+        "ended": None,
+    }
+
+
+def start_run(profile: Profile, source: str, run: RunDir) -> dict:
+    manifest = build_manifest(profile, source, run)
+    write_json_atomic(run.manifest_path, manifest)
+    return manifest
+
+
+def finish_run(run: RunDir, **extra) -> dict:
+    manifest = run.manifest()
+    manifest.update(extra, ended=now_iso())
+    write_json_atomic(run.manifest_path, manifest)
+    return manifest

@@ -1,0 +1,320 @@
+"""The profile schema: one typed description of a whole experiment, shared by every stage.
+
+A profile is a YAML file under containers/profiles/ (or anywhere, by path). Loading it
+expands ${VARS}, validates every field, and reports each error with the file and the
+field path, so a typo points at itself instead of surfacing as a server crash an hour in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PROFILES_DIR = REPO_ROOT / "containers" / "profiles"
+
+ArmKind = Literal["ar", "linear", "chain", "tree"]
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be used; the message names the file and the field."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Backend(Strict):
+    kind: Literal["refengine", "sglang"]
+    # docker: a pinned image through the Docker SDK; local: a subprocess on this host
+    runtime: Literal["docker", "local"] = "local"
+    image: str | None = None
+    version: str | None = Field(None, description="SGLang release the flags are checked against")
+
+    @model_validator(mode="after")
+    def _image_for_docker(self):
+        if self.runtime == "docker" and not self.image:
+            raise ValueError("runtime 'docker' needs an image")
+        return self
+
+
+class Models(Strict):
+    target: str = Field(description="target checkpoint: a directory or a hub id")
+    drafter: str | None = Field(None, description="DFlash drafter checkpoint")
+    tokenizer: str | None = None
+
+
+class Placement(Strict):
+    device: Literal["cpu", "cuda"] = "cpu"
+    gpus: list[Annotated[int, Field(ge=0)]] = []
+    tp_size: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _gpus_match_tp(self):
+        if self.device == "cpu" and self.gpus:
+            raise ValueError("device 'cpu' takes no gpus")
+        if self.device == "cuda" and len(self.gpus) != self.tp_size:
+            raise ValueError(f"tp_size {self.tp_size} needs exactly {self.tp_size} gpus, got {self.gpus}")
+        if len(set(self.gpus)) != len(self.gpus):
+            raise ValueError(f"gpus repeat an id: {self.gpus}")
+        return self
+
+
+class Runtime(Strict):
+    """Switches that change speed but not the algorithm; arms may override cuda_graphs."""
+
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "auto"
+    cuda_graphs: bool = True
+    attention_backend: str | None = None
+    overlap_scheduler: bool = True
+    overlap_scheduler_reason: str | None = Field(
+        None, description="why DDTree arms are compared with overlap on for other arms")
+    max_running_requests: int | None = Field(None, ge=1)
+    mem_fraction_static: float | None = Field(None, gt=0, le=1)
+    page_size: int | None = Field(None, ge=1)
+    decode_log_interval: int = Field(40, ge=1)
+    extra_args: list[str] = []
+    env: dict[str, str] = {}
+
+
+class Arm(Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
+    kind: ArmKind
+    block_size: int | None = Field(None, ge=2, description="drafter block b (linear, chain, tree)")
+    budget: int | None = Field(None, ge=1, description="tree nodes B, root excluded")
+    topk: int | None = Field(None, ge=1, description="children per node at most")
+    cuda_graphs: bool | None = Field(None, description="overrides runtime.cuda_graphs")
+    env: dict[str, str] = {}
+    extra_args: list[str] = []
+
+    @model_validator(mode="after")
+    def _shape(self):
+        if self.kind == "ar":
+            for name in ("block_size", "budget", "topk"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"an 'ar' arm takes no {name}")
+            return self
+        if self.block_size is None:
+            raise ValueError(f"a '{self.kind}' arm needs block_size")
+        if self.kind == "linear":
+            for name in ("budget", "topk"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"a 'linear' arm takes no {name}; use kind 'chain' or 'tree'")
+        elif self.kind == "chain":
+            chain_budget = self.block_size - 1
+            if self.topk not in (None, 1):
+                raise ValueError(f"a chain has top-k 1, got topk {self.topk}; use kind 'tree' for a tree")
+            if self.budget not in (None, chain_budget):
+                raise ValueError(
+                    f"a chain's budget is block_size - 1 = {chain_budget}, got budget {self.budget}")
+        elif self.kind == "tree":
+            if self.budget is None or self.topk is None:
+                raise ValueError("a 'tree' arm needs budget and topk")
+            if not 2 <= self.topk <= self.budget:
+                raise ValueError(
+                    f"a tree needs 2 <= topk <= budget, got topk {self.topk} with budget {self.budget}")
+        return self
+
+    @property
+    def tree_budget(self) -> int | None:
+        """Nodes verified per step beyond the root (chain: b - 1)."""
+        if self.kind == "chain":
+            return self.block_size - 1
+        return self.budget
+
+    @property
+    def tree_topk(self) -> int | None:
+        return 1 if self.kind == "chain" else self.topk
+
+
+class Workload(Strict):
+    prompt_set: str = Field(description="JSONL prompt set, relative to the repo root or absolute")
+    categories: list[str] = Field([], description="keep only these categories (all when empty)")
+    max_tokens: int = Field(ge=1)
+    temperature: float = Field(0.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int | None = Field(None, ge=1)
+    ignore_eos: bool = True
+
+
+class Load(Strict):
+    mode: Literal["closed", "open"] = "closed"
+    concurrency: list[Annotated[int, Field(ge=1)]] = Field(min_length=1)
+    rate: float | None = Field(None, gt=0, description="open loop: requests/s")
+    arrival: Literal["constant", "poisson"] = "poisson"
+    warmup_requests: int = Field(2, ge=0, description="per user, excluded from statistics")
+    requests_per_user: int | None = Field(None, ge=1)
+    duration_s: float | None = Field(None, gt=0)
+    repetitions: int = Field(1, ge=1)
+    seed: int = 0
+    processes: int = Field(1, ge=1, description="Locust worker processes")
+
+    @model_validator(mode="after")
+    def _stop_rule(self):
+        if (self.requests_per_user is None) == (self.duration_s is None):
+            raise ValueError("give exactly one of requests_per_user and duration_s")
+        if self.mode == "open" and self.rate is None:
+            raise ValueError("mode 'open' needs a rate")
+        if len(set(self.concurrency)) != len(self.concurrency):
+            raise ValueError(f"concurrency levels repeat: {self.concurrency}")
+        return self
+
+
+class Profile(Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    description: str = ""
+    backend: Backend
+    models: Models
+    placement: Placement = Placement()
+    runtime: Runtime = Runtime()
+    arms: list[Arm] = Field(min_length=1)
+    workload: Workload
+    load: Load
+
+    @model_validator(mode="after")
+    def _cross_checks(self):
+        ids = [a.id for a in self.arms]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"arm ids must be unique, repeated: {dupes}")
+        if any(a.kind != "ar" for a in self.arms) and not self.models.drafter:
+            raise ValueError("speculative arms need models.drafter")
+        if self.backend.kind == "sglang":
+            _check_sglang(self)
+        return self
+
+    def arm(self, arm_id: str) -> Arm:
+        for a in self.arms:
+            if a.id == arm_id:
+                return a
+        raise ProfileError(f"profile '{self.name}' has no arm '{arm_id}'; arms: {[a.id for a in self.arms]}")
+
+    def cuda_graphs(self, arm: Arm) -> bool:
+        if self.placement.device == "cpu":
+            return False
+        return self.runtime.cuda_graphs if arm.cuda_graphs is None else arm.cuda_graphs
+
+    def cells(self) -> list[tuple[str, int, int]]:
+        """(arm id, concurrency, repetition) in run order: arm-major, so each server starts once."""
+        return [(a.id, c, r) for a in self.arms for c in self.load.concurrency
+                for r in range(1, self.load.repetitions + 1)]
+
+    def digest(self) -> str:
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+
+def _check_sglang(p: Profile) -> None:
+    rt = p.runtime
+    top = max(p.load.concurrency)
+    if rt.max_running_requests is not None and rt.max_running_requests < top:
+        # SGLang caps DFLASH/DDTREE at 48 running requests unless told otherwise
+        raise ValueError(
+            f"runtime.max_running_requests {rt.max_running_requests} is below the highest "
+            f"concurrency {top}: requests would queue inside the server")
+    ddtree = [a for a in p.arms if a.kind in ("chain", "tree")]
+    real_tree = [a for a in ddtree if a.tree_budget > a.block_size - 1]
+    if real_tree and rt.attention_backend not in (None, "triton"):
+        raise ValueError(
+            f"tree arm '{real_tree[0].id}' needs attention_backend 'triton' (DDTree PR), "
+            f"got runtime.attention_backend '{rt.attention_backend}'")
+    if ddtree and rt.page_size not in (None, 1):
+        raise ValueError(f"DDTree arms need page_size 1, got runtime.page_size {rt.page_size}")
+    linear = [a for a in p.arms if a.kind == "linear"]
+    if ddtree and linear and rt.overlap_scheduler and not rt.overlap_scheduler_reason:
+        raise ValueError(
+            "DDTree forces the overlap scheduler off, so comparing it with linear arm "
+            f"'{linear[0].id}' needs runtime.overlap_scheduler false for every arm "
+            "(or runtime.overlap_scheduler_reason saying why not)")
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _expand(value, where: str, source: str):
+    """Expand ${VAR} and ${VAR:-default} in every string; an unset VAR is an error naming it."""
+    if isinstance(value, dict):
+        return {k: _expand(v, f"{where}.{k}" if where else str(k), source) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, f"{where}[{i}]", source) for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def sub(m: re.Match) -> str:
+        name, default = m.group(1), m.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise ProfileError(f"{source}: {where}: environment variable ${{{name}}} is not set")
+
+    return _VAR.sub(sub, value)
+
+
+def _field_path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _format_errors(source: str, err: ValidationError, data: dict) -> str:
+    lines = []
+    for e in err.errors():
+        loc = tuple(p for p in e["loc"] if p not in ("function-after",) and not str(p).startswith("function-"))
+        path = _field_path(loc)
+        if path.startswith("arms[") and isinstance(data.get("arms"), list):
+            idx = int(path[5:path.index("]")])
+            if idx < len(data["arms"]) and isinstance(data["arms"][idx], dict) and "id" in data["arms"][idx]:
+                path += f" (arm '{data['arms'][idx]['id']}')"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        lines.append(f"{source}: {path or '<profile>'}: {msg}")
+    return "\n".join(lines)
+
+
+def resolve_path(name_or_path: str | os.PathLike) -> Path:
+    """A shipped profile's name (cpu-tiny) or a path to a YAML file."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists() or os.sep in str(name_or_path):
+        if not p.is_file():
+            raise ProfileError(f"{p}: no such profile file")
+        return p
+    shipped = PROFILES_DIR / f"{name_or_path}.yaml"
+    if not shipped.is_file():
+        names = ", ".join(sorted(q.stem for q in PROFILES_DIR.glob("*.yaml")))
+        raise ProfileError(f"no shipped profile named '{name_or_path}' (shipped: {names})")
+    return shipped
+
+
+def load_profile(name_or_path: str | os.PathLike) -> Profile:
+    path = resolve_path(name_or_path)
+    source = str(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ProfileError(f"{source}: not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{source}: a profile is a YAML mapping, got {type(raw).__name__}")
+    data = _expand(raw, "", source)
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as e:
+        raise ProfileError(_format_errors(source, e, data)) from None
+
+
+def repo_path(p: str) -> Path:
+    """Paths in profiles are relative to the repository root unless absolute."""
+    q = Path(p)
+    return q if q.is_absolute() else REPO_ROOT / q

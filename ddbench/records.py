@@ -1,0 +1,85 @@
+"""What one request leaves behind, and what one cell's status says.
+
+The load generator writes these; analysis reads them. They hold raw timings only
+(perf_counter_ns, a system-wide monotonic clock on one host), never derived metrics,
+so that every formula of METRICS.md lives in analysis alone and can be re-run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RECORD_VERSION = 1
+
+
+class Chunk(BaseModel):
+    """One SSE event that carried content."""
+
+    model_config = ConfigDict(extra="forbid")
+    t_ns: int = Field(description="arrival, perf_counter_ns")
+    text: str
+    tokens: int | None = Field(None, description="token count of this chunk, when the server tells")
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class RequestRecord(BaseModel):
+    """One request, as the client saw it. Times are perf_counter_ns; *_unix_ns are wall clock."""
+
+    model_config = ConfigDict(extra="forbid")
+    v: int = RECORD_VERSION
+    request_id: str
+    # where it belongs
+    arm: str
+    concurrency: int
+    repetition: int
+    warmup: bool
+    prompt_id: str
+    category: str
+    worker: str = Field(description="the Locust process that sent it (host:pid)")
+    user: int = Field(description="index of the simulated user within the cell")
+    # what was asked
+    max_tokens: int
+    temperature: float
+    # raw timings
+    intended_send_ns: int | None = Field(None, description="open loop: the scheduled send time")
+    send_ns: int
+    send_unix_ns: int
+    headers_ns: int | None = None
+    chunks: list[Chunk] = []
+    end_ns: int | None = None
+    # what came back
+    status: int | None = Field(None, description="HTTP status; None when no response arrived")
+    error: str | None = None
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    spec: dict[str, Any] | None = Field(None, description="sglext.spec_tokens_details as returned")
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.status == 200
+
+
+class CellStatus(BaseModel):
+    """status.json of a cell: whether it may be trusted, and if not, why."""
+
+    model_config = ConfigDict(extra="forbid")
+    arm: str
+    concurrency: int
+    repetition: int
+    status: Literal["ok", "failed"]
+    reason: str | None = None
+    started_unix: float | None = None
+    ended_unix: float | None = None
+    # measured window on the perf_counter_ns clock: warmup done .. last measured request ended
+    window_start_ns: int | None = None
+    window_end_ns: int | None = None
+    requests: int = 0
+    errors: int = 0
+    client_cpu_max: float | None = Field(None, description="peak CPU%% of any Locust process")

@@ -1,0 +1,153 @@
+"""The results layout: where every stage reads and writes, and how.
+
+    results/<profile>/<run-id>/
+        manifest.json                 the profile as resolved, host, versions, seeds, times
+        <arm>/server.log              the server's output while the arm was up
+        <arm>/status.json             whether the arm came up
+        <arm>/c<C>-r<R>/              one cell: concurrency C, repetition R
+            requests-<worker>.jsonl   one RequestRecord per line, one file per Locust process
+            metrics-before.prom       /metrics scraped before and after the cell
+            metrics-after.prom
+            telemetry.jsonl           GPU/CPU samples during the cell
+            status.json               a CellStatus
+        tables/                       analysis output
+        report.pdf
+
+Every write is atomic (a temp file, then a rename), and every text written passes through
+redact(): no value of an environment variable named like a secret ever lands on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ddbench.profile import REPO_ROOT
+
+RESULTS_ROOT = REPO_ROOT / "results"
+MANIFEST = "manifest.json"
+STATUS = "status.json"
+SERVER_LOG = "server.log"
+TABLES = "tables"
+REPORT = "report.pdf"
+_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
+def secret_values() -> list[str]:
+    """Values of environment variables whose names mark them as secrets, longest first."""
+    vals = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 4}
+    return sorted(vals, key=len, reverse=True)
+
+
+def redact(text: str) -> str:
+    for v in secret_values():
+        text = text.replace(v, REDACTED)
+    return text
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: (REDACTED if _SECRET_NAME.search(k) else redact(v)) for k, v in env.items()}
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_bytes_atomic(path, redact(text).encode())
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON: {e}") from None
+
+
+def cell_name(concurrency: int, repetition: int) -> str:
+    return f"c{concurrency}-r{repetition}"
+
+
+def parse_cell_name(name: str) -> tuple[int, int]:
+    m = re.fullmatch(r"c(\d+)-r(\d+)", name)
+    if not m:
+        raise ValueError(f"'{name}' is not a cell directory name (c<C>-r<R>)")
+    return int(m.group(1)), int(m.group(2))
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    return now.strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+
+    @classmethod
+    def create(cls, profile_name: str, root: Path = RESULTS_ROOT, run_id: str | None = None) -> RunDir:
+        """A new run directory; an existing one is never reused or overwritten."""
+        path = root / profile_name / (run_id or new_run_id())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir()
+        except FileExistsError:
+            raise FileExistsError(f"{path}: a run with this id exists; runs are never overwritten") from None
+        return cls(path)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> RunDir:
+        p = Path(path)
+        if not (p / MANIFEST).is_file():
+            raise FileNotFoundError(f"{p}: not a run directory (no {MANIFEST})")
+        return cls(p)
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST
+
+    def manifest(self) -> dict:
+        return read_json(self.manifest_path)
+
+    def arm_dir(self, arm: str) -> Path:
+        return self.path / arm
+
+    def cell_dir(self, arm: str, concurrency: int, repetition: int) -> Path:
+        return self.arm_dir(arm) / cell_name(concurrency, repetition)
+
+    def cells(self):
+        """(arm, concurrency, repetition, directory) of every cell present on disk."""
+        for arm in sorted(p for p in self.path.iterdir() if p.is_dir() and p.name != TABLES):
+            for cell in sorted(arm.iterdir()):
+                if cell.is_dir() and re.fullmatch(r"c\d+-r\d+", cell.name):
+                    c, r = parse_cell_name(cell.name)
+                    yield arm.name, c, r, cell
+
+    @property
+    def tables(self) -> Path:
+        return self.path / TABLES
+
+    @property
+    def report(self) -> Path:
+        return self.path / REPORT

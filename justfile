@@ -1,0 +1,67 @@
+# ddbench's front door. Recipes stay thin: the logic lives in Python modules.
+# PROFILE is a shipped profile's name (cpu-tiny) or a path to a YAML file.
+
+set positional-arguments := true
+
+# the project virtualenv (made by ./setup) comes first on PATH, when there is one
+export PATH := justfile_directory() / ".venv/bin:" + env_var("PATH")
+
+default:
+    @just --list
+
+# install system packages (TeX, Docker, Chromium) and the Python environment
+setup *ARGS:
+    @./setup "$@"
+
+# validate a profile and print its plan: cells, requests, each arm's launch command
+check PROFILE:
+    @python3 -m ddbench check "$@"
+
+# the whole study: bring up each arm, run every cell, analyze, write the PDF
+reproduce PROFILE="cpu-tiny" *ARGS:
+    @python3 -m ddbench reproduce "$@"
+
+# bring one arm's server up and leave it running
+up PROFILE ARM *ARGS:
+    @python3 -m ddbench up "$@"
+
+# stop every ddbench server (containers labelled ddbench=1, local processes we started)
+down *ARGS:
+    @python3 -m ddbench down "$@"
+
+# one headless cell against an arm
+load PROFILE ARM CONCURRENCY *ARGS:
+    @python3 -m ddbench load "$@"
+
+# Locust's web UI on 127.0.0.1:8089 against an arm, for ad-hoc load
+ui PROFILE ARM *ARGS:
+    @python3 -m ddbench ui "$@"
+
+# raw results -> tables/ (tidy tables, comparisons, trust checks)
+analyze RUN_DIR *ARGS:
+    @python3 -m ddbench analyze "$@"
+
+# tables -> report.pdf
+report RUN_DIR *ARGS:
+    @python3 -m ddbench report "$@"
+
+# re-run a committed run's T=0, C=1 cells here and compare tokens and tau
+verify RUN_DIR *ARGS:
+    @python3 -m ddbench verify "$@"
+
+# retrain the shipped model pair (on a GPU) from the same seeds
+train-models *ARGS:
+    @python3 -m ddbench train-models "$@"
+
+# every test that needs no GPU (GPU tests are skipped with their reason)
+test *ARGS:
+    @python3 -m pytest tests "$@"
+
+lint:
+    ruff check .
+    find containers -name 'Dockerfile*' -print0 | xargs -0 -r hadolint
+
+# remove caches and ad-hoc results (committed runs stay)
+clean:
+    rm -rf .pytest_cache .ruff_cache .benchmarks results/adhoc
+    find . -name __pycache__ -not -path './.venv/*' -prune -exec rm -rf {} +

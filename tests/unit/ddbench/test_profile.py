@@ -1,0 +1,146 @@
+import pytest
+
+from ddbench.profile import PROFILES_DIR, ProfileError, load_profile
+
+
+def error_of(path) -> str:
+    with pytest.raises(ProfileError) as e:
+        load_profile(path)
+    return str(e.value)
+
+
+def test_good_profile_loads(write_profile):
+    p = load_profile(write_profile())
+    assert [a.id for a in p.arms] == ["ar", "linear-b16", "chain-b15", "tree-b15-k8"]
+    assert p.arm("chain-b15").tree_budget == 15 and p.arm("chain-b15").tree_topk == 1
+    assert len(p.cells()) == 4 * 2 * 1
+
+
+def test_unknown_key_names_file_and_field(write_profile):
+    path = write_profile(lambda d: d["workload"].update(max_token=5))
+    msg = error_of(path)
+    assert str(path) in msg and "workload.max_token: unknown key" in msg
+
+
+def test_unknown_top_level_key(write_profile):
+    assert "arm: unknown key" in error_of(write_profile(lambda d: d.update(arm=[])))
+
+
+def test_duplicate_arm_ids(write_profile):
+    path = write_profile(lambda d: d["arms"].append({"id": "ar", "kind": "ar"}))
+    assert "arm ids must be unique" in error_of(path) and "['ar']" in error_of(path)
+
+
+def test_chain_with_topk_4_points_at_the_arm(write_profile):
+    path = write_profile(lambda d: d["arms"][2].update(topk=4))
+    msg = error_of(path)
+    assert "arms[2] (arm 'chain-b15')" in msg and "top-k 1" in msg
+
+
+def test_chain_budget_must_be_block_minus_one(write_profile):
+    msg = error_of(write_profile(lambda d: d["arms"][2].update(budget=7)))
+    assert "arms[2]" in msg and "block_size - 1 = 15" in msg
+
+
+def test_tree_budget_zero(write_profile):
+    msg = error_of(write_profile(lambda d: d["arms"][3].update(budget=0)))
+    assert "arms[3].budget" in msg and "greater than or equal to 1" in msg
+
+
+@pytest.mark.parametrize("topk,budget", [(1, 15), (16, 15)])
+def test_tree_topk_bounds(write_profile, topk, budget):
+    msg = error_of(write_profile(lambda d: d["arms"][3].update(topk=topk, budget=budget)))
+    assert "arms[3] (arm 'tree-b15-k8')" in msg and "2 <= topk <= budget" in msg
+
+
+def test_block_size_at_least_two(write_profile):
+    assert "arms[1].block_size" in error_of(write_profile(lambda d: d["arms"][1].update(block_size=1)))
+
+
+def test_linear_takes_no_budget(write_profile):
+    assert "takes no budget" in error_of(write_profile(lambda d: d["arms"][1].update(budget=15)))
+
+
+@pytest.mark.parametrize("field,value,where", [
+    ("concurrency", [0, 4], "load.concurrency[0]"),
+    ("concurrency", [], "load.concurrency"),
+])
+def test_load_bounds(write_profile, field, value, where):
+    assert where in error_of(write_profile(lambda d: d["load"].update({field: value})))
+
+
+@pytest.mark.parametrize("field,value", [("temperature", -0.1), ("max_tokens", 0)])
+def test_workload_bounds(write_profile, field, value):
+    assert f"workload.{field}" in error_of(write_profile(lambda d: d["workload"].update({field: value})))
+
+
+def test_unset_env_var_is_named(write_profile, monkeypatch):
+    monkeypatch.delenv("MODEL_DIR", raising=False)
+    msg = error_of(write_profile(lambda d: d["models"].update(target="${MODEL_DIR}/qwen")))
+    assert "models.target" in msg and "${MODEL_DIR} is not set" in msg
+
+
+def test_env_var_and_default_expand(write_profile, monkeypatch):
+    monkeypatch.setenv("MODEL_DIR", "/data")
+    p = load_profile(write_profile(lambda d: d["models"].update(
+        target="${MODEL_DIR}/qwen", drafter="${NOPE_UNSET_VAR:-/x/drafter}")))
+    assert p.models.target == "/data/qwen" and p.models.drafter == "/x/drafter"
+
+
+def test_sglang_max_running_requests_below_concurrency(write_profile):
+    msg = error_of(write_profile(lambda d: d["runtime"].update(max_running_requests=48)))
+    assert "max_running_requests 48" in msg and "64" in msg
+
+
+def test_sglang_tree_needs_triton(write_profile):
+    def edit(d):
+        d["runtime"].update(attention_backend="fa3")
+        d["arms"][3].update(id="tree-b31-k8", budget=31)
+
+    msg = error_of(write_profile(edit))
+    assert "tree-b31-k8" in msg and "triton" in msg
+    # budget = block - 1 is verified as a chain-shaped tree in SGLang's DDTree: any backend
+    assert load_profile(write_profile(lambda d: d["runtime"].update(attention_backend="fa3"), name="b.yaml"))
+
+
+def test_sglang_ddtree_with_linear_needs_overlap_off(write_profile):
+    msg = error_of(write_profile(lambda d: d["runtime"].update(overlap_scheduler=True)))
+    assert "overlap" in msg and "linear-b16" in msg
+    ok = write_profile(lambda d: d["runtime"].update(overlap_scheduler=True,
+                                                     overlap_scheduler_reason="measuring overlap itself"))
+    assert load_profile(ok).runtime.overlap_scheduler
+
+
+def test_refengine_has_no_sglang_rules(write_profile):
+    p = load_profile(write_profile(lambda d: d.update(backend={"kind": "refengine"}) or
+                                   d["runtime"].update(overlap_scheduler=True, max_running_requests=1)))
+    assert p.backend.kind == "refengine"
+
+
+def test_gpus_must_match_tp(write_profile):
+    msg = error_of(write_profile(lambda d: d["placement"].update(tp_size=2)))
+    assert "placement" in msg and "tp_size 2" in msg
+
+
+def test_not_a_mapping(tmp_path):
+    p = tmp_path / "x.yaml"
+    p.write_text("- 1\n- 2\n")
+    assert "a profile is a YAML mapping" in error_of(p)
+
+
+def test_missing_file_and_unknown_name(tmp_path):
+    assert "no such profile file" in error_of(tmp_path / "none.yaml")
+    msg = error_of("no-such-profile")
+    assert "no shipped profile named 'no-such-profile'" in msg and "cpu-tiny" in msg
+
+
+@pytest.mark.parametrize("path", sorted(PROFILES_DIR.glob("*.yaml")), ids=lambda p: p.stem)
+def test_shipped_profiles_load(path):
+    p = load_profile(path)
+    assert p.name == path.stem
+
+
+def test_digest_changes_with_content(write_profile):
+    a = load_profile(write_profile())
+    b = load_profile(write_profile(lambda d: d["workload"].update(max_tokens=33), name="b.yaml"))
+    assert a.digest() != b.digest() and a.digest() == load_profile(write_profile(name="c.yaml")).digest()

@@ -1,0 +1,89 @@
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from ddbench.manifest import finish_run, start_run
+from ddbench.profile import load_profile
+from ddbench.results import RunDir, parse_cell_name, redact, write_json_atomic, write_text_atomic
+
+
+def test_atomic_write_keeps_old_content_on_failure(tmp_path, monkeypatch):
+    target = tmp_path / "status.json"
+    write_json_atomic(target, {"status": "ok"})
+
+    def disk_full(fd):  # fails after the new bytes were written to the temp file
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        write_json_atomic(target, {"status": "failed", "reason": "x" * 10000})
+    assert json.loads(target.read_text()) == {"status": "ok"}
+    assert [p.name for p in tmp_path.iterdir()] == ["status.json"]  # no temp file left behind
+
+
+def test_atomic_write_replaces_whole_file(tmp_path):
+    target = tmp_path / "a" / "log.txt"
+    write_text_atomic(target, "x" * 1000)
+    write_text_atomic(target, "short")
+    assert target.read_text() == "short"
+
+
+def test_run_dirs_are_never_overwritten(tmp_path):
+    run = RunDir.create("cpu-tiny", root=tmp_path, run_id="20260101T000000Z-abcdef")
+    (run.path / "keep").write_text("data")
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        RunDir.create("cpu-tiny", root=tmp_path, run_id="20260101T000000Z-abcdef")
+    assert (run.path / "keep").read_text() == "data"
+
+
+def test_run_ids_are_unique_and_sortable(tmp_path):
+    ids = {RunDir.create("p", root=tmp_path).path.name for _ in range(20)}
+    assert len(ids) == 20
+    assert all(i[8] == "T" and i.endswith(i[-6:]) and len(i) == 23 for i in ids)
+
+
+def test_cell_layout(tmp_path):
+    run = RunDir.create("p", root=tmp_path)
+    d = run.cell_dir("tree-b15-k8", 8, 2)
+    d.mkdir(parents=True)
+    assert d.name == "c8-r2" and parse_cell_name(d.name) == (8, 2)
+    assert [(a, c, r) for a, c, r, _ in run.cells()] == [("tree-b15-k8", 8, 2)]
+    with pytest.raises(ValueError, match="not a cell directory"):
+        parse_cell_name("c8")
+
+
+def test_secrets_never_reach_results(tmp_path, monkeypatch, write_profile):
+    fake = "hf_FAKEtoken1234567890"
+    monkeypatch.setenv("HF_TOKEN", fake)
+    monkeypatch.setenv("MY_API_KEY", "sk-also-secret-999")
+    monkeypatch.setenv("SGLANG_DDTREE_DEPTH_BONUS", "0.2")
+    assert redact(f"token={fake}") == "token=<redacted>"
+    profile = load_profile(write_profile(lambda d: d["runtime"].update(env={"HF_TOKEN": fake})))
+    run = RunDir.create(profile.name, root=tmp_path)
+    start_run(profile, "test", run)
+    write_text_atomic(run.arm_dir("ar") / "server.log", f"loading with token {fake}\n")
+    finish_run(run, note=f"key sk-also-secret-999 {fake}")
+    for path in Path(run.path).rglob("*"):
+        if path.is_file():
+            text = path.read_text()
+            assert fake not in text and "sk-also-secret-999" not in text, path
+    manifest = run.manifest()
+    assert manifest["environment"]["HF_TOKEN"] == "<redacted>"
+    assert manifest["environment"]["SGLANG_DDTREE_DEPTH_BONUS"] == "0.2"
+
+
+def test_manifest_contents(tmp_path, write_profile):
+    profile = load_profile(write_profile())
+    run = RunDir.create(profile.name, root=tmp_path)
+    start_run(profile, "src.yaml", run)
+    m = finish_run(run)
+    assert m["profile"]["name"] == "t" and m["profile_digest"] == profile.digest()
+    assert len(m["prompt_set_digest"]) == 64
+    assert set(m["git"]) == {"sha", "dirty"}
+    host = m["host"]
+    assert host["cores"] == os.cpu_count() and host["memory_bytes"] > 0 and host["cpu"]
+    assert host["gpus"]["devices"] == [] or host["gpus"]["source"] in ("nvml", "nvidia-smi")
+    assert m["packages"]["torch"] and m["packages"]["pydantic"]
+    assert m["seeds"] == {"load": 0} and m["started"] <= m["ended"]
