@@ -90,18 +90,21 @@ def gpus() -> dict:
 
 
 def host_info() -> dict:
+    g = gpus()
     return {"hostname": platform.node(), "cpu": _cpu_model(), "cores": os.cpu_count(),
             "memory_bytes": _memory_bytes(), "os": _os_name(), "kernel": platform.release(),
-            "python": platform.python_version(), "gpus": gpus()}
+            "python": platform.python_version(), "gpus": g["devices"], "driver": g["driver"],
+            "gpu_source": g["source"]}
 
 
 def package_versions() -> dict:
+    """Versions of the key packages that are installed (absent ones are left out)."""
     out = {}
     for name in KEY_PACKAGES:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
-            out[name] = None
+            pass
     return out
 
 

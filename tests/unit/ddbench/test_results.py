@@ -84,6 +84,6 @@ def test_manifest_contents(tmp_path, write_profile):
     assert set(m["git"]) == {"sha", "dirty"}
     host = m["host"]
     assert host["cores"] == os.cpu_count() and host["memory_bytes"] > 0 and host["cpu"]
-    assert host["gpus"]["devices"] == [] or host["gpus"]["source"] in ("nvml", "nvidia-smi")
+    assert host["gpus"] == [] or host["gpu_source"] in ("nvml", "nvidia-smi")
     assert m["packages"]["torch"] and m["packages"]["pydantic"]
     assert m["seeds"] == {"load": 0} and m["started"] <= m["ended"]

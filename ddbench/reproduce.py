@@ -1,0 +1,228 @@
+"""`ddbench reproduce [PROFILE]`: the whole study in one command, resumable.
+
+    validate -> prepare -> for each arm: up, its cells (flush, scrape, load, scrape), down
+             -> analyze -> report -> the PDF's path and the headline table
+
+Stages talk through the run directory: the sweep writes cells, `python -m analysis` reads
+them and writes tables/, `python -m report` reads those and writes report.pdf. A failed arm or
+cell is recorded with its reason and the sweep goes on; Ctrl-C leaves no server behind and a
+run that `--resume RUN_DIR` completes, redoing only the cells whose status.json is not ok.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from ddbench.cli import plan_text
+from ddbench.manifest import finish_run, start_run
+from ddbench.profile import Profile, ProfileError, load_profile, repo_path, resolve_path
+from ddbench.prompts import PromptSetError, load_prompts
+from ddbench.records import CellStatus
+from ddbench.results import RESULTS_ROOT, STATUS, RunDir, read_json, write_text_atomic
+
+console = Console(stderr=True)
+EXIT_INTERRUPTED = 130
+
+
+def cell_status(cell_dir: Path) -> CellStatus | None:
+    path = cell_dir / STATUS
+    return CellStatus.model_validate(read_json(path)) if path.is_file() else None
+
+
+def pending_cells(profile: Profile, run: RunDir) -> list[tuple[str, int, int]]:
+    """Cells without an ok status.json, in run order."""
+    out = []
+    for arm, c, r in profile.cells():
+        s = cell_status(run.cell_dir(arm, c, r))
+        if s is None or s.status != "ok":
+            out.append((arm, c, r))
+    return out
+
+
+def problems(profile: Profile) -> list[str]:
+    """What must be fixed before a run can start (nothing is started to find out)."""
+    out = []
+    try:
+        load_prompts(repo_path(profile.workload.prompt_set), profile.workload.categories or None)
+    except PromptSetError as e:
+        out.append(str(e))
+    for role in ("target", "drafter"):
+        ref = getattr(profile.models, role)
+        if not ref or _hub_id(ref):
+            continue  # the server reads it from the Hugging Face cache
+        if not (repo_path(ref) / "config.json").is_file():
+            out.append(f"models.{role}: {repo_path(ref)} holds no config.json")
+    if not shutil.which("latexmk"):
+        out.append("latexmk is not installed: the report needs TeX (run ./setup)")
+    if profile.backend.runtime == "docker":
+        try:
+            import docker
+
+            docker.from_env().images.get(profile.backend.image)
+        except Exception as e:  # no daemon, or no image: both stop the run before it starts
+            out.append(f"backend.image {profile.backend.image}: not available ({type(e).__name__}: {e})")
+    return out
+
+
+def _hub_id(ref: str) -> bool:
+    """`org/name` that is not a path here: a hub id."""
+    return re.fullmatch(r"[\w.-]+/[\w.-]+", ref) is not None and not repo_path(ref).exists() \
+        and not ref.startswith(("models/", "./", "../"))
+
+
+def estimate(profile: Profile, root: Path) -> str:
+    """Time from the cells of earlier runs of this profile on this machine, if any."""
+    durations: dict[tuple[str, int], list[float]] = {}
+    for status_path in (root / profile.name).glob("*/*/c*-r*/status.json"):
+        try:
+            s = CellStatus.model_validate(read_json(status_path))
+        except Exception:
+            continue
+        if s.started_unix and s.ended_unix:
+            durations.setdefault((s.arm, s.concurrency), []).append(s.ended_unix - s.started_unix)
+    if not durations:
+        return "no earlier run of this profile here to estimate the time from"
+    known = [(a, c) for a, c, _ in profile.cells() if (a, c) in durations]
+    total = sum(sum(durations[k]) / len(durations[k]) for k in known)
+    missing = len(profile.cells()) - len(known)
+    tail = f" (+ {missing} cells never timed here)" if missing else ""
+    return f"about {total / 60:.1f} min of cells, from earlier runs here{tail}, plus server start-up per arm"
+
+
+def _scrape(url: str, path: Path) -> None:
+    try:
+        r = httpx.get(url + "/metrics", timeout=10)
+        text = r.text if r.status_code == 200 else f"# /metrics answered HTTP {r.status_code}\n"
+    except httpx.HTTPError as e:
+        text = f"# /metrics could not be read: {type(e).__name__}: {e}\n"
+    write_text_atomic(path, text)
+
+
+def _flush(url: str) -> None:
+    # prefix-cache reuse across repetitions would flatter later cells
+    try:
+        httpx.post(url + "/flush_cache", timeout=30)
+    except httpx.HTTPError:
+        pass
+
+
+def _retire(cell_dir: Path) -> None:
+    """Move a failed or partial cell aside (kept as evidence) so it can run again."""
+    attempts = cell_dir.parent / "attempts"
+    attempts.mkdir(exist_ok=True)
+    n = 1 + sum(1 for p in attempts.iterdir() if p.name.startswith(cell_dir.name + "."))
+    cell_dir.rename(attempts / f"{cell_dir.name}.{n}")
+
+
+def make_cell_runner(progress: Progress, task):
+    from loadtests.cell import run_cell
+
+    def run(workload, load, *, url, cell_dir, arm, concurrency, repetition, **kw) -> CellStatus:
+        cell_dir = Path(cell_dir)
+        done = cell_status(cell_dir)
+        if done is not None and done.status == "ok":
+            return done
+        if cell_dir.exists():
+            _retire(cell_dir)
+        cell_dir.mkdir(parents=True)
+        progress.update(task, description=f"{arm} C={concurrency} r{repetition}")
+        _flush(url)
+        _scrape(url, cell_dir / "metrics-before.prom")
+        try:
+            return run_cell(workload, load, url=url, cell_dir=cell_dir, arm=arm, concurrency=concurrency,
+                            repetition=repetition, **kw)
+        finally:
+            _scrape(url, cell_dir / "metrics-after.prom")
+            progress.advance(task)
+
+    return run
+
+
+def sweep(profile: Profile, run: RunDir) -> None:
+    from containers.sweep import run_arms
+
+    todo = pending_cells(profile, run)
+    arms = sorted({a for a, _, _ in todo}, key=[a.id for a in profile.arms].index)
+    columns = (TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("eta"), TimeRemainingColumn())
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("starting", total=len(todo))
+        run_arms(profile, run.path, make_cell_runner(progress, task), arms=arms)
+
+
+def stage(module: str, run: RunDir) -> int:
+    """Run a later stage as its own process: stages share files, not memory."""
+    return subprocess.run([sys.executable, "-m", module, str(run.path)]).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="ddbench reproduce", description=__doc__.split("\n")[0])
+    ap.add_argument("profile", nargs="?", default="cpu-tiny")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan and a time estimate; change nothing")
+    ap.add_argument("--resume", metavar="RUN_DIR", help="complete this run: redo only cells that are not ok")
+    ap.add_argument("--results-root", default=str(RESULTS_ROOT), help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    root = Path(a.results_root)
+    try:
+        source = str(resolve_path(a.profile))
+        profile = load_profile(a.profile)
+    except ProfileError as e:
+        console.print(f"[red]reproduce:[/red] {e}", markup=True, highlight=False)
+        return 1
+    if a.dry_run:
+        print(plan_text(profile, source))
+        print(f"\ntime: {estimate(profile, root)}")
+        issues = problems(profile)
+        print("\n".join(["", "not ready:"] + [f"  - {p}" for p in issues]) if issues else "\nready to run")
+        return 0
+    issues = problems(profile)
+    if issues:
+        console.print("reproduce: cannot start:\n" + "\n".join(f"  - {p}" for p in issues), highlight=False)
+        return 1
+    if a.resume:
+        run = RunDir.open(a.resume)
+        digest = run.manifest().get("profile_digest")
+        if digest != profile.digest():
+            console.print(f"reproduce: {run.path} was made from a different profile (digest {str(digest)[:12]}, "
+                          f"this one {profile.digest()[:12]}); resume it with the profile it was made from",
+                          highlight=False)
+            return 1
+    else:
+        run = RunDir.create(profile.name, root=root)
+        start_run(profile, source, run)
+    console.print(f"run {run.path}", highlight=False)
+    t0 = time.time()
+    try:
+        sweep(profile, run)
+    except KeyboardInterrupt:
+        finish_run(run, interrupted=True)
+        console.print(f"\ninterrupted; no server is left running. Resume with:\n"
+                      f"  just reproduce {a.profile} --resume {run.path}", highlight=False)
+        return EXIT_INTERRUPTED
+    left = pending_cells(profile, run)
+    finish_run(run, interrupted=False, sweep_s=round(time.time() - t0, 1),
+               cells={"total": len(profile.cells()), "ok": len(profile.cells()) - len(left), "not_ok": len(left)})
+    rc = stage("analysis", run) or stage("report", run)
+    if rc:
+        console.print(f"reproduce: a stage after the sweep failed (exit {rc}); the cells are kept in {run.path}",
+                      highlight=False)
+        return rc
+    console.print(f"\nreport: {run.report}", highlight=False)
+    if left:
+        console.print(f"{len(left)} cell(s) did not finish ok; the report lists them. "
+                      f"Retry them with: just reproduce {a.profile} --resume {run.path}", highlight=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
