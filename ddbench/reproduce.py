@@ -132,9 +132,6 @@ def make_cell_runner(progress: Progress, task):
         done = cell_status(cell_dir)
         if done is not None and done.status == "ok":
             return done
-        if cell_dir.exists():
-            _retire(cell_dir)
-        cell_dir.mkdir(parents=True)
         progress.update(task, description=f"{arm} C={concurrency} r{repetition}")
         _flush(url)
         _scrape(url, cell_dir / "metrics-before.prom")
@@ -152,6 +149,9 @@ def sweep(profile: Profile, run: RunDir) -> None:
     from containers.sweep import run_arms
 
     todo = pending_cells(profile, run)
+    for arm, c, r in todo:
+        if run.cell_dir(arm, c, r).exists():
+            _retire(run.cell_dir(arm, c, r))
     arms = sorted({a for a, _, _ in todo}, key=[a.id for a in profile.arms].index)
     columns = (TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn())

@@ -1,12 +1,7 @@
-"""A real server process on a real port, serving a small random pair with a word-level tokenizer.
-
-Every token of that tokenizer decodes to whole ASCII words, so no text is ever held back for
-an incomplete UTF-8 character: each verify step shows up as exactly one content chunk.
-"""
+"""A real server process on a real port, serving the small random pair of tests/conftest.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -17,34 +12,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tokenizers import Tokenizer, models, pre_tokenizers
 
-from refengine.pair import random_pair, save_pair
-
-VOCAB = 256
-EOS = "<eos>"
 REPO = Path(__file__).resolve().parents[3]
 
 
-def write_tokenizer(directory: Path) -> None:
-    words = [EOS, "<bos>"] + [f"w{i}" for i in range(VOCAB - 3)] + ["<mask>"]
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="w0"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.save(str(directory / "tokenizer.json"))
-    config = {"bos_token": "<bos>", "eos_token": EOS, "model_max_length": 512,
-              "chat_template": "{{ bos_token }}{% for m in messages %} {{ m['content'] }}{% endfor %}"}
-    (directory / "tokenizer_config.json").write_text(json.dumps(config))
-
-
 @pytest.fixture(scope="session")
-def pair_dir(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("pair")
-    # an EOS id the random target picks sometimes, so some outputs end by EOS
-    target, drafter = random_pair(seed=1, vocab_size=VOCAB, eos_token_id=0, std=0.3)
-    save_pair(target, drafter, d)
-    for sub in ("target", "drafter"):
-        write_tokenizer(d / sub)
-    return d
+def pair_dir(word_pair_dir) -> Path:
+    return word_pair_dir
 
 
 def free_port() -> int:

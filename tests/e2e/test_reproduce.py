@@ -1,0 +1,111 @@
+"""The whole study, miniature: reproduce -> cells -> analysis -> PDF; then Ctrl-C and --resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+import yaml
+
+from ddbench.results import RunDir
+
+REPO = Path(__file__).resolve().parents[2]
+# deterministic per cell at T = 0 in fp32, whatever the timing
+STABLE = ["arm", "concurrency", "repetition", "status", "n", "errors", "tokens", "steps", "tau"]
+
+
+@pytest.fixture
+def mini(tmp_path, word_pair_dir):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"p{i}", "category": c, "messages": [
+        {"role": "user", "content": f"w{i} w{i + 3} w{i * 7 % 200}"}]}) + "\n"
+        for i, c in enumerate(["code", "code", "json", "creative"], start=1)))
+    profile = {
+        "name": "mini", "backend": {"kind": "refengine", "runtime": "local"},
+        "models": {"target": str(word_pair_dir / "target"), "drafter": str(word_pair_dir / "drafter")},
+        "placement": {"device": "cpu"}, "runtime": {"dtype": "float32"},
+        "arms": [{"id": "ar", "kind": "ar"}, {"id": "linear-b8", "kind": "linear", "block_size": 8}],
+        "workload": {"prompt_set": str(prompts), "max_tokens": 12, "temperature": 0},
+        "load": {"concurrency": [2], "warmup_requests": 1, "requests_per_user": 3, "repetitions": 2},
+    }
+    path = tmp_path / "mini.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    return path, tmp_path / "results"
+
+
+def reproduce(profile: Path, root: Path, *extra: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ddbench", "reproduce", str(profile), "--results-root",
+                             str(root), *extra], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, **kw)
+
+
+def only_run(root: Path) -> RunDir:
+    runs = sorted((root / "mini").iterdir())
+    assert len(runs) == 1
+    return RunDir.open(runs[0])
+
+
+def stable_cells(run: RunDir) -> pd.DataFrame:
+    cells = pd.read_csv(run.tables / "cells.csv")[STABLE]
+    return cells.sort_values(["arm", "concurrency", "repetition"]).reset_index(drop=True)
+
+
+def test_dry_run_changes_nothing(mini):
+    profile, root = mini
+    out = subprocess.run([sys.executable, "-m", "ddbench", "reproduce", str(profile), "--dry-run",
+                          "--results-root", str(root)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "2 arms x 1 concurrency x 2 repetitions = 4 cells" in out.stdout and "time:" in out.stdout
+    assert not root.exists()
+
+
+def test_reproduce_then_interrupt_and_resume(mini, tmp_path):
+    profile, root = mini
+    whole = reproduce(profile, root)
+    log, _ = whole.communicate(timeout=600)
+    assert whole.returncode == 0, log
+    run = only_run(root)
+    assert run.report.is_file() and "report:" in log
+    text = subprocess.run(["pdftotext", str(run.report), "-"], capture_output=True, text=True).stdout
+    assert "linear-b8" in text and "ar" in text
+    expected = stable_cells(run)
+    assert (expected["status"] == "ok").all() and len(expected) == 4
+
+    # the same study, stopped by Ctrl-C once its first cell is done, then resumed
+    root2 = tmp_path / "results2"
+    proc = reproduce(profile, root2)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if list(root2.glob("mini/*/ar/c2-r1/status.json")):
+            break
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    log2, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, log2
+    assert "--resume" in log2
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if "refengine.serve" in " ".join(p.info["cmdline"] or [])
+                and str(profile.parent) in " ".join(p.info["cmdline"] or [])], "a server outlived Ctrl-C"
+    run2 = only_run(root2)
+    assert run2.manifest()["interrupted"] is True
+    resumed = reproduce(profile, root2, "--resume", str(run2.path))
+    log3, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, log3
+    pd.testing.assert_frame_equal(stable_cells(run2), expected)
+
+
+def test_resume_refuses_another_profile(mini, tmp_path):
+    profile, root = mini
+    run = RunDir.create("mini", root=root)
+    (run.path / "manifest.json").write_text(json.dumps({"profile_digest": "0" * 64}))
+    out = subprocess.run([sys.executable, "-m", "ddbench", "reproduce", str(profile), "--resume", str(run.path),
+                          "--results-root", str(root)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "different profile" in out.stderr
