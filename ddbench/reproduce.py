@@ -49,7 +49,7 @@ def pending_cells(profile: Profile, run: RunDir) -> list[tuple[str, int, int]]:
     return out
 
 
-def problems(profile: Profile) -> list[str]:
+def problems(profile: Profile, report: bool = True) -> list[str]:
     """What must be fixed before a run can start (nothing is started to find out)."""
     out = []
     try:
@@ -62,7 +62,7 @@ def problems(profile: Profile) -> list[str]:
             continue  # the server reads it from the Hugging Face cache
         if not (repo_path(ref) / "config.json").is_file():
             out.append(f"models.{role}: {repo_path(ref)} holds no config.json")
-    if not shutil.which("latexmk"):
+    if report and not shutil.which("latexmk"):
         out.append("latexmk is not installed: the report needs TeX (run ./setup)")
     if profile.backend.runtime == "docker":
         try:
