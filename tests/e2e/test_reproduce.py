@@ -34,7 +34,7 @@ def mini(tmp_path, word_pair_dir):
         "placement": {"device": "cpu"}, "runtime": {"dtype": "float32"},
         "arms": [{"id": "ar", "kind": "ar"}, {"id": "linear-b8", "kind": "linear", "block_size": 8}],
         "workload": {"prompt_set": str(prompts), "max_tokens": 12, "temperature": 0},
-        "load": {"concurrency": [2], "warmup_requests": 1, "requests_per_user": 3, "repetitions": 2},
+        "load": {"concurrency": [1], "warmup_requests": 1, "requests_per_user": 4, "repetitions": 2},
     }
     path = tmp_path / "mini.yaml"
     path.write_text(yaml.safe_dump(profile))
@@ -67,7 +67,12 @@ def test_dry_run_changes_nothing(mini):
     assert not root.exists()
 
 
-def test_reproduce_then_interrupt_and_resume(mini, tmp_path):
+def verify(run_dir: Path, root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ddbench", "verify", str(run_dir), "--results-root", str(root)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_reproduce_verify_then_interrupt_and_resume(mini, tmp_path):
     profile, root = mini
     whole = reproduce(profile, root)
     log, _ = whole.communicate(timeout=600)
@@ -79,12 +84,26 @@ def test_reproduce_then_interrupt_and_resume(mini, tmp_path):
     expected = stable_cells(run)
     assert (expected["status"] == "ok").all() and len(expected) == 4
 
+    # verify: a deterministic re-run matches; a tampered record is named by arm and prompt
+    same = verify(run.path, tmp_path / "verify")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "identical" in same.stdout and "throughput here / committed" in same.stdout
+    records = next((run.path / "linear-b8" / "c1-r1").glob("requests-*.jsonl"))
+    lines = records.read_text().splitlines()
+    rec = next(json.loads(x) for x in lines if not json.loads(x)["warmup"])
+    rec["chunks"][0]["text"] = "tampered"
+    records.write_text("\n".join(json.dumps(rec) if json.loads(x)["request_id"] == rec["request_id"] else x
+                                 for x in lines) + "\n")
+    differ = verify(run.path, tmp_path / "verify2")
+    assert differ.returncode == 3
+    assert f"DIFFERENT  linear-b8 / {rec['prompt_id']}: output differs" in differ.stdout
+
     # the same study, stopped by Ctrl-C once its first cell is done, then resumed
     root2 = tmp_path / "results2"
     proc = reproduce(profile, root2)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        if list(root2.glob("mini/*/ar/c2-r1/status.json")):
+        if list(root2.glob("mini/*/ar/c1-r1/status.json")):
             break
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGINT)
