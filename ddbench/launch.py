@@ -59,17 +59,24 @@ def _gpu_env(profile: Profile) -> dict[str, str]:
     return {}
 
 
-def sglang_command(profile: Profile, arm: Arm, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
-                   python: str = "python3") -> Launch:
-    rt, notes = profile.runtime, []
-    argv = [python, "-m", "sglang.launch_server", "--model-path", profile.models.target,
-            "--host", host, "--port", str(port), "--tp-size", str(profile.placement.tp_size),
+def _common(profile: Profile, module: str, host: str, port: int, python: str) -> list[str]:
+    """The flags both servers share, by SGLang's names."""
+    rt = profile.runtime
+    argv = [python, "-m", module, "--model-path", profile.models.target, "--host", host, "--port", str(port),
             "--enable-metrics", "--decode-log-interval", str(rt.decode_log_interval),
             "--max-running-requests", str(max_running_requests(profile))]
     if profile.models.tokenizer:
         argv += ["--tokenizer-path", profile.models.tokenizer]
     if rt.dtype != "auto":
         argv += ["--dtype", rt.dtype]
+    return argv
+
+
+def sglang_command(profile: Profile, arm: Arm, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+                   python: str = "python3") -> Launch:
+    rt, notes = profile.runtime, []
+    argv = _common(profile, "sglang.launch_server", host, port, python)
+    argv += ["--tp-size", str(profile.placement.tp_size)]
     attention = rt.attention_backend
     if attention is None and any(a.kind == "tree" and a.tree_budget > a.block_size - 1 for a in profile.arms):
         attention = "triton"
@@ -99,14 +106,7 @@ def sglang_command(profile: Profile, arm: Arm, host: str = "127.0.0.1", port: in
 def refengine_command(profile: Profile, arm: Arm, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
                       python: str = "python3") -> Launch:
     rt = profile.runtime
-    argv = [python, "-m", "refengine.serve", "--model-path", profile.models.target,
-            "--host", host, "--port", str(port), "--device", profile.placement.device,
-            "--enable-metrics", "--decode-log-interval", str(rt.decode_log_interval),
-            "--max-running-requests", str(max_running_requests(profile))]
-    if profile.models.tokenizer:
-        argv += ["--tokenizer-path", profile.models.tokenizer]
-    if rt.dtype != "auto":
-        argv += ["--dtype", rt.dtype]
+    argv = _common(profile, "refengine.serve", host, port, python) + ["--device", profile.placement.device]
     if not profile.cuda_graphs(arm):
         argv += ["--disable-cuda-graph"]
     spec, env = _spec_args(arm, profile.models.drafter, "--speculative-dflash-block-size")
