@@ -14,7 +14,7 @@ from ddbench.prompts import prompt_set_digest
 from ddbench.results import RunDir, redact_env, write_json_atomic
 
 KEY_PACKAGES = ("ddbench", "torch", "transformers", "tokenizers", "safetensors", "sglang", "locust",
-                "pandas", "pydantic", "docker", "jinja2", "pylatex", "matplotlib", "dflash")
+                "pandas", "pydantic", "docker", "jinja2", "matplotlib", "dflash")
 # Environment that changes what a server does; recorded (redacted) so a run can be re-made.
 ENV_PREFIXES = ("SGLANG_", "CUDA_", "OMP_", "MKL_", "TORCH_", "NCCL_", "HF_", "DOCKER_HOST")
 

@@ -1,0 +1,46 @@
+"""python -m analysis RUN_DIR: tidy tables, comparisons and trust checks into RUN_DIR/tables/."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from analysis import checks
+from analysis.analyze import BOOTSTRAP, analyze, write_tables
+from analysis.compare import MismatchError
+from analysis.ingest import IngestError
+from analysis.manifest import ManifestError
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir")
+    ap.add_argument("--bootstrap", type=int, default=BOOTSTRAP, help="bootstrap resamples (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--min-requests", type=int, default=checks.MIN_REQUESTS,
+                    help="trust check: measured requests a cell needs (default %(default)s)")
+    a = ap.parse_args(argv)
+    try:
+        res = analyze(a.run_dir, a.bootstrap, a.seed, a.min_requests)
+    except (IngestError, ManifestError, MismatchError, ValueError, FileNotFoundError) as e:
+        print(f"analysis: {e}", file=sys.stderr)
+        return 2
+    paths = write_tables(res)
+    cells = res.cells
+    failed = cells[cells["status"] != "ok"]
+    bad = res.checks[res.checks["status"] == checks.FAIL]
+    print(f"{res.run.path}: {len(res.requests)} requests in {len(cells)} cells analysed in {res.seconds:.1f} s")
+    for row in res.summary.itertuples():
+        print(f"  {row.arm:>16} C={row.concurrency:<4} {row.pooled_throughput:10.1f} tok/s  tau {row.pooled_tau:5.2f}"
+              f"  ({row.reps} rep{'s' if row.reps != 1 else ''}, n={row.n})")
+    for row in failed.itertuples():
+        print(f"  FAILED cell {row.arm} C={row.concurrency} rep {row.repetition}: {row.reason}")
+    print(f"trust checks: {len(bad)} failed of {len(res.checks)}")
+    for row in bad.itertuples():
+        print(f"  FAIL {row.check} [{row.scope}]: {row.evidence}")
+    print(f"tables: {paths[0].parent}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""The whole analysis of one run: ingest, formulas, comparisons, checks; tables written to tables/."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import checks, compare, correctness, ingest, metrics
+from ddbench.results import write_bytes_atomic
+
+BOOTSTRAP = 1000
+SLIM = ["arm", "concurrency", "repetition", "warmup", "ok", "in_window", "category", "max_tokens", "temperature",
+        "send_ns", "end_ns", "n_tokens", "ttft_s", "e2e_s", "tpot_s", "tokens_per_chunk", "output_rate",
+        "verify_steps", "tau", "completion_tokens", "spec_verify_ct"]
+
+
+@dataclass
+class Analysis:
+    run: ingest.Run
+    requests: pd.DataFrame
+    cells: pd.DataFrame
+    summary: pd.DataFrame          # per (arm, C) across repetitions
+    speedups: pd.DataFrame
+    decomposition: pd.DataFrame
+    categories: pd.DataFrame
+    lossless: pd.DataFrame
+    lossless_note: str | None
+    checks: pd.DataFrame
+    boots: dict = field(default_factory=dict)
+    refusals: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def kinds(self) -> dict[str, str]:
+        return {a.id: a.kind for a in self.run.profile.arms}
+
+
+def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
+            min_requests: int = checks.MIN_REQUESTS) -> Analysis:
+    t0 = time.perf_counter()
+    run = ingest.load(path)
+    kinds = {a.id: a.kind for a in run.profile.arms}
+    unknown = sorted(set(run.requests["arm"].astype(str)) - set(kinds))
+    if unknown:
+        raise ingest.IngestError(f"{run.path}: request records of arms {unknown} that the manifest's profile "
+                                 f"does not define (arms: {sorted(kinds)})")
+    req = metrics.per_request(run.requests, run.chunks, kinds)
+    req, cells_in = metrics.mark_window(req, run.cells)
+    gaps = metrics.chunk_gaps(run.chunks)
+    # filtering a frame copies every column: the numeric view keeps the many per-cell slices cheap
+    slim = req[SLIM]
+    cells, boots = metrics.per_cell(slim, gaps, cells_in, kinds, bootstrap, seed)
+    for col in ("started_unix", "ended_unix"):
+        cells[col] = cells_in[col].to_numpy()
+    summary = metrics.across_repetitions(cells)
+    speedups, refusals = compare.speedups(run, cells, boots)
+    decomposition, more = compare.decomposition(run, cells, boots)
+    categories = compare.per_category(run, slim, cells, boots)
+    lossless, note = correctness.lossless(run.profile, req)
+    trust = checks.run_checks(run, req, cells, lossless, min_requests)
+    return Analysis(run, req, cells, summary, speedups, decomposition, categories, lossless, note, trust,
+                    boots, refusals + more, time.perf_counter() - t0)
+
+
+def write_tables(a: Analysis) -> list[Path]:
+    """Every table as parquet (typed, for re-analysis) and csv (for a human), atomically."""
+    out = []
+    tables = {"requests": a.requests.drop(columns=["text"]), "cells": a.cells, "summary": a.summary,
+              "speedups": a.speedups, "decomposition": a.decomposition, "categories": a.categories,
+              "lossless": a.lossless, "checks": a.checks, "server_log": a.run.log, "server_metrics": a.run.server,
+              "telemetry": a.run.telemetry}
+    for name, df in tables.items():
+        df = _plain(df)
+        pq = a.run.path / "tables" / f"{name}.parquet"
+        write_bytes_atomic(pq, df.to_parquet(index=False))
+        if name != "requests":
+            write_bytes_atomic(pq.with_suffix(".csv"), df.to_csv(index=False).encode())
+        out.append(pq)
+    return out
+
+
+def _plain(df: pd.DataFrame) -> pd.DataFrame:
+    """Mixed-type object columns (lists beside None, bools beside NaN) as strings Arrow can store."""
+    df = df.copy()
+    for col in df.columns:
+        if df[col].dtype == object:
+            kinds = {type(v) for v in df[col].dropna()}
+            if len(kinds) > 1 or (kinds and kinds <= {list, tuple, dict} and col not in ingest.SPEC_HISTOGRAMS):
+                df[col] = df[col].map(lambda v: None if v is None or (isinstance(v, float) and v != v) else str(v))
+    return df

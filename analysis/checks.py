@@ -1,0 +1,298 @@
+"""Trust checks of METRICS.md: each yields pass, fail or n/a, with the evidence that decided it.
+
+The original study's mistakes are the checklist: too few samples, errors, uncontrolled output
+length, a saturated client, acceptance counters that disagree, commit length ≠ depth + 1, a
+warm prefix cache carried across cells, a throttling GPU, a warmup too short to count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.ingest import Run, dense
+
+PASS, FAIL, NA = "pass", "fail", "n/a"
+MIN_REQUESTS = 20          # below this even a median is not printed
+MAX_ERROR_RATE = 0.01
+OUTPUT_TOLERANCE = 0.10
+MAX_CLIENT_CPU = 90.0
+TAU_TOLERANCE = 0.05
+LOG_ROUNDING = 0.011       # DDTree log averages carry two decimals each
+CLOCK_SPREAD = 0.10
+MAX_GPU_TEMP_C = 87.0
+# clock-event reasons that do not slow a busy GPU (NVML names, as containers/telemetry.py writes them)
+IDLE_REASONS = {"gpu_idle", "applications_clocks_setting", "display_clock_setting", "sync_boost"}
+
+
+@dataclass
+class Check:
+    check: str
+    scope: str
+    status: str
+    evidence: str
+
+
+def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.DataFrame | None,
+               min_requests: int = MIN_REQUESTS) -> pd.DataFrame:
+    out: list[Check] = []
+    kinds = {a.id: a.kind for a in run.profile.arms}
+    out += _profile_digest(run)
+    tau_cols = req[["arm", "concurrency", "repetition", "ok", "completion_tokens", "spec_verify_ct"]]
+    for cell in cells.to_dict("records"):
+        scope = f"{cell['arm']} C={cell['concurrency']} rep {cell['repetition']}"
+        out.append(_finished(cell, scope))
+        out.append(_min_requests(cell, scope, min_requests))
+        out.append(_errors(cell, scope))
+        out.append(_client_cpu(cell, scope))
+        out.append(_warmup(run, cell, scope))
+        out.append(_tau_consistency(run, tau_cols, cell, scope, kinds))
+        out.append(_clean_start(run, cells, cell, scope))
+        out.append(_gpu_stable(run, cell, scope))
+    out += _output_length(run, cells)
+    for arm in run.profile.arms:
+        out.append(_commit_requests(req, arm.id))
+        out.append(_commit_log(run, arm.id))
+        out.append(_histograms(req, arm.id))
+    out += _lossless(run, lossless)
+    df = pd.DataFrame([asdict(c) for c in out], columns=["check", "scope", "status", "evidence"])
+    # failures first: a report must never bury them
+    df["_order"] = df["status"].map({FAIL: 0, PASS: 1, NA: 2})
+    return df.sort_values(["_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
+
+
+def _profile_digest(run: Run) -> list[Check]:
+    m = run.manifest.digest_matches
+    if m is None:
+        return [Check("profile digest", "run", NA, "manifest has no profile_digest")]
+    return [Check("profile digest", "run", PASS if m else FAIL,
+                  "profile_digest is the hash of the profile in the manifest" if m else
+                  f"profile_digest {run.manifest.profile_digest[:12]}… is not the hash of the profile it holds "
+                  f"({run.profile.digest()[:12]}…): the manifest was edited")]
+
+
+def _finished(cell, scope) -> Check:
+    if cell["status"] == "ok":
+        return Check("cell finished", scope, PASS, "status.json: ok")
+    return Check("cell finished", scope, FAIL, f"status {cell['status']}: {cell.get('reason') or 'no reason given'}")
+
+
+def _min_requests(cell, scope, minimum) -> Check:
+    n = int(cell["n"])
+    return Check("minimum requests", scope, PASS if n >= minimum else FAIL,
+                 f"{n} measured requests completed (minimum {minimum})")
+
+
+def _errors(cell, scope) -> Check:
+    rate = cell["error_rate"]
+    if pd.isna(rate):
+        return Check("errors <= 1%", scope, FAIL, "no measured request was sent")
+    return Check("errors <= 1%", scope, PASS if rate <= MAX_ERROR_RATE else FAIL,
+                 f"{cell['errors']} errors of {cell['n'] + cell['errors']} measured requests ({100 * rate:.1f}%)")
+
+
+def _client_cpu(cell, scope) -> Check:
+    cpu = cell.get("client_cpu_max")
+    if cpu is None or pd.isna(cpu):
+        return Check("client CPU < 90%", scope, NA, "status.json has no client_cpu_max")
+    return Check("client CPU < 90%", scope, PASS if cpu < MAX_CLIENT_CPU else FAIL,
+                 f"peak load-generator CPU {cpu:.0f}%")
+
+
+def _warmup(run: Run, cell, scope) -> Check:
+    want = run.profile.load.warmup_requests * int(cell["concurrency"])
+    have = int(cell["warmup_n"])
+    if want == 0:
+        return Check("warmup excluded", scope, NA, "the profile asks for no warmup")
+    return Check("warmup excluded", scope, PASS if have >= want else FAIL,
+                 f"{have} warmup requests excluded from statistics (profile: {want})")
+
+
+def _tau_consistency(run: Run, req: pd.DataFrame, cell, scope, kinds) -> Check:
+    name = "tau server vs client"
+    if kinds.get(cell["arm"]) == "ar":
+        return Check(name, scope, NA, "ar: tau = 1 by definition")
+    key = (cell["arm"], cell["concurrency"], cell["repetition"])
+    r = req[(req["arm"] == key[0]) & (req["concurrency"] == key[1]) & (req["repetition"] == key[2]) & req["ok"]]
+    steps = r["spec_verify_ct"].sum()
+    if not steps > 0:
+        return Check(name, scope, NA, "requests carry no spec_verify_ct (spec details not returned)")
+    # the /metrics scrape brackets the whole cell, warmup included: so does the client side here
+    client = r["completion_tokens"].sum() / steps
+    s = run.server
+    s = s[(s["arm"] == key[0]) & (s["concurrency"] == key[1]) & (s["repetition"] == key[2])].set_index("metric")
+    gen, ver = "sglang:generation_tokens_total", "sglang:spec_verify_calls_total"
+    if gen in s.index and ver in s.index and s.loc[ver, "delta"] and s.loc[ver, "delta"] > 0:
+        server, source = s.loc[gen, "delta"] / s.loc[ver, "delta"], "/metrics counters differenced over the cell"
+    else:
+        lines = run.log[(run.log["arm"] == key[0]) & (run.log["concurrency"] == key[1])
+                        & (run.log["repetition"] == key[2]) & (run.log["kind"] == "decode")]["accept_len"].dropna()
+        if lines.empty:
+            return Check(name, scope, NA, f"client tau {client:.3f}; no server-side counter or log line to compare")
+        server, source = float(lines.mean()), f"mean 'accept len' of {len(lines)} Decode batch lines"
+    rel = abs(server - client) / client
+    return Check(name, scope, PASS if rel <= TAU_TOLERANCE else FAIL,
+                 f"server {server:.3f} ({source}) vs client {client:.3f} (sum completion_tokens / sum "
+                 f"spec_verify_ct): {100 * rel:.1f}% apart (limit {100 * TAU_TOLERANCE:.0f}%)")
+
+
+def _clean_start(run: Run, cells: pd.DataFrame, cell, scope) -> Check:
+    name = "cache flushed or server restarted"
+    log = run.log[(run.log["arm"] == cell["arm"]) & run.log["kind"].isin(["flush", "ready"])]
+    if pd.isna(cell.get("started_unix")):
+        return Check(name, scope, NA, "status.json has no start time")
+    mine = cells[(cells["arm"] == cell["arm"]) & (cells["started_unix"] < cell["started_unix"])]
+    since = mine["ended_unix"].max() if len(mine) else -np.inf
+    since = np.floor(since) if np.isfinite(since) else since
+    seen = log[(log["t_unix"] >= since) & (log["t_unix"] <= np.ceil(cell["started_unix"]))]
+    if seen.empty:
+        return Check(name, scope, FAIL, "no 'Cache flushed successfully' or server start in server.log "
+                                        "between the previous cell and this one: the prefix cache may be warm")
+    ev = seen.iloc[-1]
+    what = "cache flushed" if ev["kind"] == "flush" else "server started"
+    return Check(name, scope, PASS, f"{what} (server.log line {int(ev['line'])})")
+
+
+def _gpu_stable(run: Run, cell, scope) -> Check:
+    name = "GPU clocks and temperature stable"
+    t = run.telemetry
+    if t.empty or "source" not in t:
+        return Check(name, scope, NA, "no telemetry.jsonl")
+    mine = t[(t["arm"] == cell["arm"]) & (t["concurrency"] == cell["concurrency"])
+             & (t["repetition"] == cell["repetition"])]
+    g = mine[mine["source"] == "gpu"]
+    if g.empty:
+        why = mine.loc[mine["source"] == "source", "detail"] if "detail" in mine else pd.Series(dtype=str)
+        return Check(name, scope, NA, "no GPU samples" + (f" (telemetry source {why.iloc[0]})" if len(why) else ""))
+    problems, facts = [], [f"{len(g)} samples"]
+    if "sm_clock_mhz" in g and g["sm_clock_mhz"].notna().any():
+        clk = g["sm_clock_mhz"].astype(float)
+        spread = (clk.max() - clk.min()) / clk.median()
+        facts.append(f"SM clock {clk.min():.0f}-{clk.max():.0f} MHz")
+        if spread > CLOCK_SPREAD:
+            problems.append(f"SM clock varies {100 * spread:.0f}% (limit {100 * CLOCK_SPREAD:.0f}%)")
+    if "temperature_c" in g and g["temperature_c"].notna().any():
+        temp = g["temperature_c"].astype(float)
+        facts.append(f"{temp.min():.0f}-{temp.max():.0f} C")
+        if temp.max() >= MAX_GPU_TEMP_C:
+            problems.append(f"GPU reached {temp.max():.0f} C")
+    if "throttle" in g:
+        reasons = sorted({x for v in g["throttle"].dropna() for x in str(v).split(",")
+                          if x and x not in IDLE_REASONS})
+        if reasons:
+            problems.append("throttled: " + ", ".join(reasons))
+    errors = mine[mine["source"] == "gpu_error"]
+    if len(errors):
+        problems.append(f"{len(errors)} samples lost: {errors['detail'].iloc[0]}")
+    return Check(name, scope, FAIL if problems else PASS, "; ".join(problems + facts))
+
+
+def _output_length(run: Run, cells: pd.DataFrame) -> list[Check]:
+    out = []
+    ar = [a.id for a in run.profile.arms if a.kind == "ar"]
+    ok = cells[cells["status"] == "ok"]
+    for arm in run.profile.arms:
+        if arm.kind == "ar":
+            continue
+        for c in run.profile.load.concurrency:
+            scope = f"{arm.id} C={c}"
+            mine = ok[(ok["arm"] == arm.id) & (ok["concurrency"] == c)]
+            base = ok[(ok["arm"].isin(ar)) & (ok["concurrency"] == c)]
+            if mine.empty or base.empty:
+                out.append(Check("output length within 10% of ar", scope, NA, "no finished cell to compare"))
+                continue
+            x = np.average(mine["output_tokens_mean"], weights=mine["n"])
+            y = np.average(base["output_tokens_mean"], weights=base["n"])
+            rel = (x - y) / y
+            out.append(Check("output length within 10% of ar", scope, PASS if abs(rel) <= OUTPUT_TOLERANCE else FAIL,
+                             f"mean {x:.1f} tokens vs ar {y:.1f} ({100 * rel:+.1f}%)"))
+    return out
+
+
+def commit_violations(req: pd.DataFrame, arm: str) -> tuple[int, int, list[str], str]:
+    """Requests whose commit-length histogram is not the accepted-depth histogram shifted by one.
+
+    Commit lengths come from spec_commit_length_histogram when the server sends it, else from
+    SGLang's spec_correct_drafts_histogram (commit length = 1 + accepted drafts).
+    Returns (requests checked, violations, their ids, the source of commit lengths)."""
+    cols = ["request_id", "spec_accepted_depth_histogram", "spec_commit_length_histogram",
+            "spec_correct_drafts_histogram"]
+    r = req[cols][(req["arm"] == arm) & req["ok"]]
+    depth, has_d = dense(r["spec_accepted_depth_histogram"])
+    commit, has_c = dense(r["spec_commit_length_histogram"])
+    source = "spec_commit_length_histogram"
+    if not (has_d & has_c).any():
+        drafts, has_c = dense(r["spec_correct_drafts_histogram"])
+        commit = np.hstack([np.zeros((len(r), 1)), drafts])
+        source = "spec_correct_drafts_histogram + 1"
+    both = has_d & has_c
+    width = max(depth.shape[1] + 1, commit.shape[1])
+    shifted = np.zeros((len(r), width))
+    shifted[:, 1:depth.shape[1] + 1] = depth
+    padded = np.zeros((len(r), width))
+    padded[:, :commit.shape[1]] = commit
+    bad = both & (shifted != padded).any(axis=1)
+    return int(both.sum()), int(bad.sum()), [str(x) for x in r["request_id"][bad]], source
+
+
+def _commit_requests(req: pd.DataFrame, arm: str) -> Check:
+    name, scope = "commit = depth + 1 (requests)", arm
+    n, nbad, bad, source = commit_violations(req, arm)
+    if n == 0:
+        return Check(name, scope, NA, "requests carry no spec_accepted_depth_histogram beside a commit-length "
+                                      "or accepted-drafts histogram")
+    if nbad:
+        return Check(name, scope, FAIL, f"{nbad} of {n} requests break it ({source} vs "
+                                        f"spec_accepted_depth_histogram), e.g. {', '.join(bad[:3])}")
+    return Check(name, scope, PASS, f"all {n} requests: commit lengths ({source}) = accepted depth + 1")
+
+
+def _commit_log(run: Run, arm: str) -> Check:
+    name, scope = "commit = depth + 1 (server log)", arm
+    d = run.log[(run.log["arm"] == arm) & (run.log["kind"] == "ddtree")]
+    d = d.dropna(subset=["avg_depth", "avg_commit"])
+    if d.empty:
+        return Check(name, scope, NA, "no DDTree window lines in server.log")
+    err = (d["avg_commit"] - d["avg_depth"] - 1).abs()
+    bad = d[err > LOG_ROUNDING]
+    if len(bad):
+        first = bad.iloc[0]
+        return Check(name, scope, FAIL, f"{len(bad)} of {len(d)} DDTree lines break it, first at server.log line "
+                                        f"{int(first['line'])}: depth {first['avg_depth']:.2f}, commit "
+                                        f"{first['avg_commit']:.2f}")
+    return Check(name, scope, PASS, f"all {len(d)} DDTree lines agree (largest gap {err.max():.3f})")
+
+
+def _histograms(req: pd.DataFrame, arm: str) -> Check:
+    name, scope = "spec histograms sum to verify steps", arm
+    cols = ["request_id", "spec_verify_ct", "spec_num_correct_drafts", "spec_correct_drafts_histogram"]
+    r = req[cols][(req["arm"] == arm) & req["ok"]]
+    hist, present = dense(r["spec_correct_drafts_histogram"])
+    if not present.any():
+        return Check(name, scope, NA, "requests carry no spec_correct_drafts_histogram")
+    steps, correct = r["spec_verify_ct"].to_numpy(dtype=float), r["spec_num_correct_drafts"].to_numpy(dtype=float)
+    bad = present & ((hist.sum(axis=1) != steps) | (hist @ np.arange(hist.shape[1]) != correct))
+    if bad.any():
+        ids = [str(x) for x in r["request_id"][bad][:3]]
+        return Check(name, scope, FAIL, f"{bad.sum()} of {present.sum()} requests: histogram does not sum to "
+                                        f"spec_verify_ct or to spec_num_correct_drafts, e.g. {', '.join(ids)}")
+    return Check(name, scope, PASS, f"all {present.sum()} requests consistent")
+
+
+def _lossless(run: Run, table: pd.DataFrame | None) -> list[Check]:
+    if table is None or table.empty:
+        return [Check("lossless at T=0", "run", NA, "not applicable (see Correctness)")]
+    exact_required = run.profile.runtime.dtype == "float32"
+    out = []
+    for row in table.itertuples():
+        ev = f"{row.exact} of {row.compared} outputs equal ar's ({100 * row.match_rate:.1f}%)"
+        if row.match_rate == 1:
+            out.append(Check("lossless at T=0", row.arm, PASS, ev))
+        elif exact_required:
+            out.append(Check("lossless at T=0", row.arm, FAIL, ev + "; float32 must match exactly"))
+        else:
+            out.append(Check("lossless at T=0", row.arm, NA,
+                             ev + f"; {run.profile.runtime.dtype} numerics: rate reported, exact match not required"))
+    return out

@@ -1,0 +1,61 @@
+"""What analysis needs from manifest.json, read strictly where it matters (the profile), leniently
+elsewhere: a missing host detail is shown as 'not recorded', never invented."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ddbench.profile import Profile
+from ddbench.results import read_json
+
+
+class Git(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    sha: str | None = None
+    dirty: bool | None = None
+
+
+class Host(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    cpu: str | None = None
+    cores: int | None = None
+    memory_bytes: int | None = None
+    os: str | None = None
+    gpus: list[Any] = []
+    driver: str | None = None
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    profile: Profile
+    profile_digest: str | None = None
+    prompt_set_digest: str | None = None
+    git: Git = Git()
+    host: Host = Host()
+    packages: dict[str, str] = {}
+    seeds: dict[str, Any] = {}
+    started: str | None = None
+    ended: str | None = None
+    images: dict[str, str] | list[Any] = {}
+
+    @property
+    def digest_matches(self) -> bool | None:
+        """Whether profile_digest is the hash of the profile it travels with."""
+        return None if self.profile_digest is None else self.profile_digest == self.profile.digest()
+
+
+class ManifestError(ValueError):
+    pass
+
+
+def load_manifest(path: Path) -> Manifest:
+    data = read_json(path)
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise ManifestError(f"{path}: {where}: {first['msg']}") from None

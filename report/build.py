@@ -1,0 +1,120 @@
+"""Render the LaTeX report of a run and build it with latexmk into RUN/report.pdf."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+from markupsafe import Markup
+
+from analysis.analyze import Analysis
+from ddbench.results import write_bytes_atomic
+from report import figures, summary, tables
+from report.tex import breakable, environment, escape
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+def context(a: Analysis, figs: dict[str, Path]) -> dict:
+    m, p = a.run.manifest, a.run.profile
+    host = m.host
+    gpus = ", ".join(str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in host.gpus) or "none"
+    rec = lambda v: "not recorded" if v in (None, "", []) else v  # noqa: E731
+    setup = [("backend", f"{p.backend.kind} ({p.backend.runtime}), version {rec(p.backend.version)}"),
+             ("target model", p.models.target), ("drafter", rec(p.models.drafter)),
+             ("placement", f"{p.placement.device}, tensor parallel {p.placement.tp_size}"),
+             ("CPU", f"{rec(host.cpu)}, {rec(host.cores)} cores"),
+             ("memory", f"{host.memory_bytes / 2**30:.0f} GiB" if host.memory_bytes else "not recorded"),
+             ("GPUs", gpus), ("driver", rec(host.driver)), ("OS", rec(host.os)),
+             ("git", breakable(f"{rec(m.git.sha)}" + (" (dirty tree)" if m.git.dirty else ""))),
+             ("profile digest", breakable(rec(m.profile_digest))), ("prompt set", breakable(p.workload.prompt_set)),
+             ("prompt-set digest", breakable(rec(m.prompt_set_digest))),
+             ("workload", f"max_tokens {p.workload.max_tokens}, temperature {p.workload.temperature}, "
+                          f"ignore_eos {p.workload.ignore_eos}"),
+             ("load", f"{p.load.mode} loop, C in {p.load.concurrency}, {p.load.repetitions} repetition(s), "
+                      f"{p.load.warmup_requests} warmup request(s) per user"),
+             ("started / ended", f"{rec(m.started)} / {rec(m.ended)}"),
+             ("seeds", str(m.seeds or "not recorded"))]
+    images = m.images.items() if isinstance(m.images, dict) else [(str(i), str(v)) for i, v in enumerate(m.images)]
+    arms = [{"id": x.id, "text": _arm_text(a, x)} for x in p.arms]
+    windows = a.cells["window_source"].value_counts().to_dict()
+    derived = windows.get("derived", 0)
+    window_note = ("from status.json for every cell" if not derived else
+                   f"from status.json; for {derived} cell(s) without one, derived from the first measured send "
+                   f"to the last measured end, marked $^*$")
+    failures = a.checks[a.checks["status"] == "fail"]
+    levels = [{"c": c, "throughput": tables.throughput(a, c), "latency": tables.latency(a, c),
+               "repetitions": tables.repetitions(a, c), "speedups": tables.speedups(a, c)}
+              for c in p.load.concurrency]
+    return {
+        "profile_name": p.name, "run_id": a.run.path.name,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "synthetic": bool(getattr(m, "synthetic", False) or (m.model_extra or {}).get("synthetic")),
+        "summary": summary.sentences(a), "setup": setup, "arms": arms, "images": list(images),
+        "packages": ", ".join(f"{k} {v}" for k, v in sorted(m.packages.items())) or "not recorded",
+        "window_note": Markup(window_note), "percentile_rule": "; ".join(tables.percentile_rule()),
+        "bootstrap": len(next(iter(a.boots.values())).reps) if a.boots else 0,
+        "refusals": a.refusals, "levels": levels, "fig": {k: Markup(v.name) for k, v in figs.items()},
+        "acceptance": tables.acceptance(a), "decomposition": tables.decomposition(a),
+        "categories": tables.categories(a), "lossless": tables.lossless(a), "lossless_note": a.lossless_note,
+        "failures_count": len(failures), "failures": tables.checks(failures),
+        "check_counts": tables.check_counts(a.checks), "all_checks": tables.checks(a.checks),
+        "profile_lines": _profile_lines(p.model_dump(mode="json")),
+    }
+
+
+def _arm_text(a: Analysis, arm) -> str:
+    p = a.run.profile
+    parts = {"ar": "no speculation", "linear": f"DFlash block drafting, block {arm.block_size}",
+             "chain": f"DDTree chain, block {arm.block_size}, budget {arm.tree_budget}, top-k 1",
+             "tree": f"DDTree tree, block {arm.block_size}, budget {arm.budget}, top-k {arm.topk}"}[arm.kind]
+    return f"{parts}; CUDA graphs {'on' if p.cuda_graphs(arm) else 'off'}"
+
+
+def _profile_lines(d: dict) -> list[tuple[int, str]]:
+    text = yaml.safe_dump(d, sort_keys=False, width=90, allow_unicode=True)
+    return [((len(line) - len(line.lstrip(" "))) // 2, line.strip()) for line in text.splitlines()]
+
+
+def render(a: Analysis, build_dir: Path) -> Path:
+    figs = figures.draw_all(a, build_dir)
+    tex = environment().get_template("report.tex.j2").render(**context(a, figs))
+    path = build_dir / "report.tex"
+    path.write_text(tex)
+    return path
+
+
+def latexmk(tex: Path, timeout: int = 300) -> Path:
+    if not shutil.which("latexmk"):
+        raise BuildError("latexmk not found: install latexmk and texlive-latex-extra (see README)")
+    cmd = ["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "-file-line-error", tex.name]
+    proc = subprocess.run(cmd, cwd=tex.parent, capture_output=True, text=True, errors="replace", timeout=timeout)
+    pdf = tex.with_suffix(".pdf")
+    if proc.returncode != 0 or not pdf.is_file():
+        log = tex.with_suffix(".log")
+        tail = log.read_text(errors="replace")[-3000:] if log.is_file() else proc.stdout[-3000:]
+        errors = [line for line in tail.splitlines() if line.startswith(("!", str(tex.name) + ":")) or ".tex:" in line]
+        raise BuildError(f"latexmk failed on {tex} (exit {proc.returncode}):\n" + "\n".join(errors[:10] or [tail]))
+    return pdf
+
+
+def build(a: Analysis, out: Path | None = None, keep: Path | None = None) -> tuple[Path, float]:
+    """Render, compile, and place the PDF atomically (RUN/report.pdf by default). Returns (path, seconds)."""
+    t0 = time.perf_counter()
+    out = out or a.run.path / "report.pdf"
+    with tempfile.TemporaryDirectory(prefix="ddbench-report-") as tmp:
+        work = Path(keep) if keep else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        pdf = latexmk(render(a, work))
+        write_bytes_atomic(out, pdf.read_bytes())
+    return out, time.perf_counter() - t0
+
+
+__all__ = ["build", "render", "latexmk", "BuildError", "escape"]
