@@ -21,6 +21,14 @@ check PROFILE:
 reproduce PROFILE="cpu-tiny" *ARGS:
     @python3 -m ddbench reproduce "$@"
 
+# download the pinned wheels for an offline image build (VARIANT: cpu or cuda)
+wheelhouse VARIANT="cpu":
+    @python3 -m containers.refengine.wheelhouse --variant "$1"
+
+# build an image: base, refengine-cpu, refengine-cuda, sglang-blackwell, sglang-hopper
+build IMAGE *ARGS:
+    @python3 -m containers.images build "$@"
+
 # bring one arm's server up and leave it running
 up PROFILE ARM *ARGS:
     @python3 -m ddbench up "$@"

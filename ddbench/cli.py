@@ -95,6 +95,12 @@ def check(argv: list[str]) -> int:
             load_prompts(prompts, profile.workload.categories)
         except PromptSetError as e:
             raise ProfileError(f"{source}: workload.prompt_set: {e}") from None
+        if profile.backend.kind == "sglang":  # flags SGLang would reject, or read as an ambiguous prefix
+            from containers.sglang_flags import check_profile
+
+            rejected = check_profile(profile)
+            if rejected:
+                raise ProfileError("\n".join(f"{source}: {r}" for r in rejected))
     except ProfileError as e:
         print(f"ddbench check: {e}", file=sys.stderr)
         return EXIT_ERROR

@@ -92,3 +92,15 @@ def test_just_check_exit_codes(tmp_path):
     bad = write_bad(tmp_path, lambda d: d["arms"][3].update(budget=0))
     fail = subprocess.run([JUST, "check", str(bad)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert fail.returncode != 0 and "arms[3].budget" in fail.stderr
+
+
+def test_check_rejects_a_flag_sglang_would_not_parse(tmp_path):
+    data = yaml.safe_load((PROFILES_DIR / "qwen3-8b-1gpu.yaml").read_text())
+    data["workload"]["prompt_set"] = str(REPO_ROOT / data["workload"]["prompt_set"])
+    data["backend"]["version"] = "0.5.23"
+    data["runtime"]["extra_args"] = ["--cuda-graph-max-bs", "8"]  # an ambiguous prefix on 0.5.23
+    path = tmp_path / "ambiguous.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = ddbench("check", str(path))
+    assert out.returncode == cli.EXIT_ERROR
+    assert "would reject its command line" in out.stderr and "--cuda-graph-max-bs" in out.stderr

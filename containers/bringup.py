@@ -1,0 +1,89 @@
+"""Up and down for an arm of a profile, with whichever runtime the profile names.
+
+`up` starts the arm's server (a container from its spec, or a local process), waits until it
+answers /v1/models and /health, and writes <arm>/status.json saying whether it came up, with
+what image and command (environment by name only). A server that exits or times out is
+stopped, and the BringUpError says why in its first line, then the traceback and log tail.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from pathlib import Path
+
+from containers import docker_runtime, local_runtime
+from containers.ready import BringUpError, wait_ready
+from containers.spec import build_spec, labels
+from ddbench.launch import DEFAULT_PORT, server_command
+from ddbench.profile import Profile
+from ddbench.results import SERVER_LOG, STATUS, write_json_atomic
+
+DEFAULT_TIMEOUT_S = {"sglang": 1800.0, "refengine": 600.0}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _with_port(command: list[str] | None, port: int) -> list[str] | None:
+    return [a.replace("{port}", str(port)) for a in command] if command else None
+
+
+def up(profile: Profile, arm_id: str, run_dir: Path, *, port: int | None = None, timeout_s: float | None = None,
+       command: list[str] | None = None, detach: bool = False):
+    """Bring an arm up and return its server handle (.url, .exited(), .logs(), .stop()).
+
+    `command` replaces the generated server command (a stand-in server); "{port}" in it becomes
+    the port the server must listen on (inside the container, for Docker)."""
+    arm = profile.arm(arm_id)
+    run_id = Path(run_dir).name
+    arm_dir = Path(run_dir) / arm.id
+    arm_dir.mkdir(parents=True, exist_ok=True)
+    log_path = arm_dir / SERVER_LOG
+    port = port or free_port()
+    timeout_s = timeout_s or DEFAULT_TIMEOUT_S[profile.backend.kind]
+    started = time.time()
+    status = {"arm": arm.id, "profile": profile.name, "backend": profile.backend.kind,
+              "runtime": profile.backend.runtime, "started_unix": started}
+    if profile.backend.runtime == "docker":
+        spec = build_spec(profile, arm, run_id=run_id, arm_dir=arm_dir, host_port=port,
+                          command=_with_port(command, DEFAULT_PORT))
+        status.update(image=spec.image, container=spec.public(), notes=spec.notes)
+        server = docker_runtime.start(spec, log_path, detach=detach)
+        status["image_id"] = server.image_id()
+    else:
+        launch = server_command(profile, arm, host="127.0.0.1", port=port, python=sys.executable)
+        argv = _with_port(command, port) or launch.argv
+        status.update(command=argv, env_names=sorted(launch.env), notes=launch.notes)
+        server = local_runtime.start(argv, env=launch.env, url=f"http://127.0.0.1:{port}", log_path=log_path,
+                                     labels=labels(profile, arm, run_id, log_path), detach=detach)
+    status["url"] = server.url
+    try:
+        ready_s = wait_ready(server.url, exited=server.exited, logs=server.logs, timeout_s=timeout_s,
+                             what=f"arm '{arm.id}' ({profile.backend.kind}, {server.ident})")
+    except BringUpError as e:
+        server.stop()
+        write_json_atomic(arm_dir / STATUS, {**status, "status": "failed", "reason": e.summary,
+                                             "ended_unix": time.time()})
+        raise
+    except BaseException:  # Ctrl-C while waiting: leave nothing running
+        server.stop()
+        raise
+    write_json_atomic(arm_dir / STATUS, {**status, "status": "up", "ready_s": round(ready_s, 3)})
+    return server
+
+
+def down(run_id: str | None = None, arm: str | None = None) -> list[str]:
+    """Stop every ddbench server (containers labelled ddbench=1, local processes started here)."""
+    filters = {k: v for k, v in (("ddbench.run", run_id), ("ddbench.arm", arm)) if v}
+    stopped = [f"local {s}" for s in local_runtime.down(filters)]
+    try:
+        stopped += [f"container {n}" for n in docker_runtime.down(filters)]
+    except Exception as e:  # no daemon: nothing of ours can run there
+        if "docker" not in type(e).__module__:
+            raise
+    return stopped

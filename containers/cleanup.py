@@ -1,0 +1,56 @@
+"""Servers this process owns are stopped when it ends: at exit, on SIGINT (Ctrl-C) and on SIGTERM.
+
+A server started for the length of a sweep must not outlive the sweep, however it ends;
+one started detached (`ddbench up`) is not owned, and `ddbench down` stops it later.
+"""
+
+from __future__ import annotations
+
+import atexit
+import signal
+import sys
+import threading
+
+_owned: dict[int, object] = {}
+_previous: dict[int, object] = {}
+_installed = False
+
+
+def own(server) -> None:
+    global _installed
+    if not _installed:
+        atexit.register(stop_all)
+        _install_handlers()
+        _installed = True
+    _owned[id(server)] = server
+
+
+def disown(server) -> None:
+    _owned.pop(id(server), None)
+
+
+def stop_all() -> None:
+    for server in list(_owned.values()):
+        try:
+            server.stop()
+        finally:
+            disown(server)
+
+
+def _handler(signum, frame):
+    stop_all()
+    previous = _previous.get(signum)
+    if callable(previous):
+        previous(signum, frame)
+    elif signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    else:
+        sys.exit(128 + signum)
+
+
+def _install_handlers() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return  # handlers can only be set from the main thread; atexit still cleans up
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        _previous[sig] = signal.getsignal(sig)
+        signal.signal(sig, _handler)
