@@ -8,7 +8,9 @@
             requests-<worker>.jsonl   one RequestRecord per line, one file per Locust process
             metrics-before.prom       /metrics scraped before and after the cell
             metrics-after.prom
-            telemetry.jsonl           GPU/CPU samples during the cell
+            telemetry.jsonl           GPU/host samples during the cell
+            client-cpu.jsonl          CPU of every Locust process during the cell
+            locust*.csv, locust.html, locust.log   Locust's own view, kept as sanity artifacts
             status.json               a CellStatus
         tables/                       analysis output
         report.pdf

@@ -1,0 +1,124 @@
+"""One streamed chat completion, timed by hand: the raw fields of a RequestRecord.
+
+Locust's own timer stops at the response headers when stream=True, so every time here is
+perf_counter_ns taken by us. Lines are read as they arrive from the socket (readline on
+what recv returned), never by a fixed-size read that would wait for the next event and
+report TTFT one chunk gap late. Locust gets exactly one request event per request, with
+the end-to-end time, so its CSV/HTML stay a sanity check and its RPS is not inflated.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ddbench.prompts import Prompt
+from ddbench.records import Chunk
+from loadtests.sse import EventParser
+
+CHAT_PATH = "/v1/chat/completions"
+ERROR_TEXT_MAX = 500
+
+
+def chat_body(prompt: Prompt, *, model: str, max_tokens: int, temperature: float, top_p: float = 1.0,
+              top_k: int | None = None, ignore_eos: bool = True) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [m.model_dump() for m in prompt.messages],
+        "max_tokens": prompt.max_tokens or max_tokens,
+        "temperature": temperature,
+        "top_p": top_p,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        # SGLang's extension; servers without it ignore unknown fields
+        "return_spec_tokens_details": True,
+    }
+    if top_k is not None:
+        body["top_k"] = top_k
+    if ignore_eos:
+        body["ignore_eos"] = True
+    return body
+
+
+def stream_chat(session, body: dict[str, Any], request_id: str, name: str = CHAT_PATH) -> dict[str, Any]:
+    """Send one request through a Locust FastHttpSession; return the record's raw fields."""
+    out: dict[str, Any] = {"chunks": [], "status": None, "error": None, "finish_reason": None,
+                           "usage": None, "spec": None, "headers_ns": None}
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+               "Accept-Encoding": "identity", "X-Request-Id": request_id}
+    data = json.dumps(body).encode()
+    out["send_unix_ns"] = time.time_ns()
+    out["send_ns"] = time.perf_counter_ns()
+    with session.post(CHAT_PATH, data=data, headers=headers, stream=True, catch_response=True, name=name) as resp:
+        out["headers_ns"] = time.perf_counter_ns()
+        try:
+            read(resp, out)
+        except Exception as e:  # a dropped or garbled stream is a record with an error, not a crash
+            out["error"] = out["error"] or f"{type(e).__name__}: {e}"
+        out["end_ns"] = time.perf_counter_ns()
+        resp.request_meta["response_time"] = (out["end_ns"] - out["send_ns"]) / 1e6
+        if out["error"]:
+            resp.failure(out["error"])
+        else:
+            resp.success()
+    if out["status"] is None:
+        out["headers_ns"] = None  # no response: the time after the call is not a headers time
+    return out
+
+
+def read(resp, out: dict[str, Any]) -> None:
+    err = getattr(resp, "error", None)
+    if err is not None and not resp.status_code:
+        out["error"] = f"{type(err).__name__}: {err}"
+        return
+    out["status"] = resp.status_code
+    if resp.status_code != 200:
+        out["error"] = f"HTTP {resp.status_code}: {(resp.text or '').strip()[:ERROR_TEXT_MAX]}"
+        return
+    # FastResponse keeps geventhttpclient's response here; its readline returns as soon as a
+    # whole line is buffered, which is what "read what has arrived" needs
+    raw = resp._response
+    parser, done, t_event = EventParser(), False, None
+    while True:
+        line = raw.readline(b"\n")
+        t = time.perf_counter_ns()
+        if not line:
+            if not raw.message_complete:
+                raise ConnectionError("connection closed mid-stream")
+            data = parser.flush()
+        else:
+            t_event = t_event or t
+            data = parser.feed(line)
+        if data is not None:
+            done = take(data, t_event, out) or done
+            t_event = None
+        if not line:
+            break
+    if not done and not out["error"]:
+        out["error"] = "stream ended without [DONE]"
+
+
+def take(data: str, t_ns: int, out: dict[str, Any]) -> bool:
+    """Fold one event into the record; True at [DONE]."""
+    if data.strip() == "[DONE]":
+        return True
+    try:
+        obj = json.loads(data)
+    except json.JSONDecodeError:
+        out["error"] = f"event is not JSON: {data[:ERROR_TEXT_MAX]!r}"
+        return False
+    if obj.get("error"):
+        out["error"] = f"server error in stream: {json.dumps(obj['error'])[:ERROR_TEXT_MAX]}"
+    for choice in obj.get("choices") or []:
+        text = (choice.get("delta") or {}).get("content")
+        if text:
+            out["chunks"].append(Chunk(t_ns=t_ns, text=text))
+        if choice.get("finish_reason"):
+            out["finish_reason"] = choice["finish_reason"]
+    if obj.get("usage"):
+        out["usage"] = obj["usage"]
+    spec = (obj.get("sglext") or {}).get("spec_tokens_details")
+    if spec:
+        out["spec"] = spec
+    return False

@@ -1,0 +1,143 @@
+"""Our Locust command-line options: one definition, read by the locustfile, written by the runner.
+
+They are ordinary Locust custom options, so they show in the web UI's custom parameters
+and travel from the master to its workers with every spawn. Values from the web UI arrive
+as strings; settings() converts and checks them all, naming the option at fault.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddbench.profile import REPO_ROOT, Load, Workload
+
+DEFAULT_PROMPT_SET = "loadtests/prompts/chat.jsonl"
+
+# name, default, help; the type of the default is the option's type
+OPTIONS: list[tuple[str, object, str]] = [
+    ("prompt-set", DEFAULT_PROMPT_SET, "JSONL prompt set (relative to the repository root, or absolute)"),
+    ("category", "", "comma-separated categories to keep (all when empty)"),
+    ("max-tokens", 128, "max_tokens of each request (a prompt's own max_tokens wins)"),
+    ("temperature", 0.0, "sampling temperature"),
+    ("top-p", 1.0, "nucleus sampling top_p"),
+    ("top-k", 0, "top_k (0: not sent)"),
+    ("ignore-eos", "true", "send ignore_eos so output length is controlled (true/false)"),
+    ("records-dir", "", "directory for requests-<worker>.jsonl (default results/adhoc/<time>/)"),
+    ("warmup-requests", 0, "requests per user marked warmup and excluded from statistics"),
+    ("requests-per-user", 0, "measured requests per user, then the user stops (0: no limit)"),
+    ("duration-s", 0.0, "measured phase length per user in seconds, instead of a request count (0: off)"),
+    ("arm", "adhoc", "arm id written into each record"),
+    ("concurrency", 0, "concurrency written into each record (0: the number of users)"),
+    ("repetition", 1, "repetition written into each record"),
+    ("seed", 0, "seed of the prompt order and of Poisson arrivals"),
+    ("mode", "closed", "closed (users with no think time) or open (requests at a rate)"),
+    ("rate", 0.0, "open loop: requests/s over the whole cell"),
+    ("arrival", "poisson", "open loop: constant or poisson"),
+    ("model", "", "model name sent in requests (empty: the first of the server's /v1/models)"),
+    ("records-to-master", "false", "workers send records to the master through Locust messages (true/false)"),
+]
+
+
+# shown as drop-downs in the web UI
+CHOICES = {"ignore-eos": ["true", "false"], "mode": ["closed", "open"], "arrival": ["poisson", "constant"],
+           "records-to-master": ["false", "true"]}
+
+
+def add_options(parser) -> None:
+    # straight on Locust's parser (not an argument group): only its add_argument marks an
+    # option for the web UI
+    for name, default, help_ in OPTIONS:
+        parser.add_argument(f"--{name}", type=str if isinstance(default, str) else type(default),
+                            default=default, help=f"ddbench: {help_}", choices=CHOICES.get(name))
+
+
+class OptionError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    prompt_set: Path
+    categories: list[str]
+    max_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int | None
+    ignore_eos: bool
+    records_dir: Path | None
+    warmup: int
+    per_user: int | None
+    duration_s: float | None
+    arm: str
+    concurrency: int
+    repetition: int
+    seed: int
+    mode: str
+    rate: float | None
+    arrival: str
+    model: str
+    records_to_master: bool
+
+
+def _get(opts, name: str, kind):
+    raw = getattr(opts, name.replace("-", "_"))
+    try:
+        if kind is bool:
+            s = str(raw).strip().lower()
+            if s not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(f"'{raw}' is not true or false")
+            return s in ("true", "1", "yes")
+        return kind(raw)
+    except (TypeError, ValueError) as e:
+        raise OptionError(f"--{name}: {e}") from None
+
+
+def resolve_prompt_set(value: str) -> Path:
+    p = Path(value)
+    return (p if p.is_absolute() or p.exists() else REPO_ROOT / p).resolve()
+
+
+def settings(opts) -> Settings:
+    """Our options from Locust's parsed options, converted and checked."""
+    g = lambda name, kind=str: _get(opts, name, kind)  # noqa: E731
+    s = Settings(
+        prompt_set=resolve_prompt_set(g("prompt-set")),
+        categories=[c.strip() for c in g("category").split(",") if c.strip()],
+        max_tokens=g("max-tokens", int), temperature=g("temperature", float), top_p=g("top-p", float),
+        top_k=g("top-k", int) or None, ignore_eos=g("ignore-eos", bool),
+        records_dir=Path(g("records-dir")) if g("records-dir") else None,
+        warmup=g("warmup-requests", int), per_user=g("requests-per-user", int) or None,
+        duration_s=g("duration-s", float) or None, arm=g("arm"), concurrency=g("concurrency", int),
+        repetition=g("repetition", int), seed=g("seed", int), mode=g("mode"), rate=g("rate", float) or None,
+        arrival=g("arrival"), model=g("model"), records_to_master=g("records-to-master", bool))
+    checks = [
+        (s.max_tokens >= 1, "--max-tokens must be >= 1"),
+        (s.temperature >= 0, "--temperature must be >= 0"),
+        (0 < s.top_p <= 1, "--top-p must be in (0, 1]"),
+        (s.warmup >= 0, "--warmup-requests must be >= 0"),
+        (not (s.per_user and s.duration_s), "give --requests-per-user or --duration-s, not both"),
+        (s.mode in ("closed", "open"), f"--mode must be closed or open, got '{s.mode}'"),
+        (s.arrival in ("constant", "poisson"), f"--arrival must be constant or poisson, got '{s.arrival}'"),
+        (s.mode != "open" or s.rate, "--mode open needs --rate > 0"),
+    ]
+    for ok, msg in checks:
+        if not ok:
+            raise OptionError(msg)
+    return s
+
+
+def cell_argv(workload: Workload, load: Load, *, arm: str, concurrency: int, repetition: int,
+              records_dir: Path, model: str) -> list[str]:
+    """Our options for one cell of a profile, as Locust command-line arguments."""
+    values = {
+        "prompt-set": str(resolve_prompt_set(workload.prompt_set)),
+        "category": ",".join(workload.categories),
+        "max-tokens": workload.max_tokens, "temperature": workload.temperature, "top-p": workload.top_p,
+        "top-k": workload.top_k or 0, "ignore-eos": str(workload.ignore_eos).lower(),
+        "records-dir": str(records_dir), "warmup-requests": load.warmup_requests,
+        "requests-per-user": load.requests_per_user or 0, "duration-s": load.duration_s or 0.0,
+        "arm": arm, "concurrency": concurrency, "repetition": repetition, "seed": load.seed,
+        "mode": load.mode, "rate": load.rate or 0.0, "arrival": load.arrival, "model": model,
+    }
+    return [a for k, v in values.items() for a in (f"--{k}", str(v))]

@@ -1,0 +1,75 @@
+"""Which prompt each request sends, and when an open-loop request is due.
+
+Closed loop: user u's i-th request sends order[(u + i * C) % L], where order is the prompt
+set shuffled by seed and repetition. Warmup requests (i < W) take the first C*W positions
+and measured ones the next C*N, so at a given concurrency every arm sees the same multiset
+of measured prompts whatever the order in which users happen to run.
+
+Open loop: slot k of the whole cell is due at the k-th arrival of a constant or Poisson
+process of the given rate; the slot also picks the prompt, order[k % L].
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+from ddbench.prompts import Prompt
+
+
+def prompt_order(prompts: list[Prompt], seed: int, repetition: int) -> list[Prompt]:
+    order = list(prompts)
+    random.Random(f"{seed}/{repetition}").shuffle(order)
+    return order
+
+
+def closed_loop_prompt(order: list[Prompt], user: int, i: int, users: int) -> Prompt:
+    return order[(user + i * users) % len(order)]
+
+
+def arrivals(rate: float, arrival: str, seed: int) -> Iterator[float]:
+    """Offsets in seconds from the start of the cell, one per slot, for the whole cell."""
+    if rate <= 0:
+        raise ValueError(f"rate must be > 0, got {rate}")
+    if arrival == "constant":
+        k = 0
+        while True:
+            yield k / rate
+            k += 1
+    elif arrival == "poisson":
+        rng, t = random.Random(f"arrivals/{seed}"), 0.0
+        while True:
+            yield t
+            t += rng.expovariate(rate)
+    else:
+        raise ValueError(f"arrival must be 'constant' or 'poisson', got '{arrival}'")
+
+
+class Slots:
+    """The open-loop slots one Locust process serves: every P-th slot of the cell, from w.
+
+    Splitting one cell-wide schedule between processes (rather than giving each its own
+    process at rate/P) keeps the aggregate arrival process the one the profile asked for.
+    """
+
+    def __init__(self, rate: float, arrival: str, seed: int, process: int, processes: int,
+                 warmup: int, measured: int | None, duration_s: float | None):
+        self._times = arrivals(rate, arrival, seed)
+        self._next = 0
+        self._measure_t: float | None = None
+        self.process, self.processes = process, processes
+        self.warmup, self.measured, self.duration_s = warmup, measured, duration_s
+
+    def take(self) -> tuple[int, float] | None:
+        """The next (slot, offset s) of this process, or None when the cell has no more."""
+        while True:
+            k, t = self._next, next(self._times)
+            self._next += 1
+            if k == self.warmup:
+                self._measure_t = t
+            if self.measured is not None and k >= self.warmup + self.measured:
+                return None
+            if self.duration_s is not None and self._measure_t is not None and t >= self._measure_t + self.duration_s:
+                return None
+            if k % self.processes == self.process:
+                return k, t
