@@ -61,6 +61,10 @@ verify RUN_DIR *ARGS:
 train-models *ARGS:
     @if [ $# -eq 0 ]; then set -- all --size h200 --seed 1234; fi; python3 -m ddbench train-models "$@"
 
+# the engine's own benchmark: tokens/s per arm at C=1, ratios to AR, per-step costs
+bench-engine *ARGS:
+    @python3 -m refengine.bench "$@"
+
 # every test that needs no GPU (GPU tests are skipped with their reason)
 test *ARGS:
     @python3 -m pytest tests "$@"

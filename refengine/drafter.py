@@ -1,0 +1,155 @@
+"""The DFlash drafter, in z-lab's checkpoint format (architecture "DFlashDraftModel").
+
+Weights: fc (K*D -> D), hidden_norm, layers.* (Qwen3 decoder layers), norm. It has no embedding
+and no LM head: it borrows the target's embed_tokens and lm_head.
+
+Context features are the outputs of target layers `target_layer_ids` (HF hidden_states[l + 1]),
+concatenated; fc + hidden_norm turn them into one context vector per committed token. In each
+layer, queries come from the block; keys/values are [context ; block] through that layer's own
+k/v projections (k_norm and RoPE on all keys). The block is [last committed token, MASK...];
+output i predicts position start + i.
+
+API
+    Drafter(cfg) / Drafter.from_pretrained(dir, dtype=, device=) / drafter.save_pretrained(dir)
+    drafter.new_cache(batch, capacity)    context-only KV cache (refengine.kvcache)
+    drafter.append_context(features, positions, cache)   commit new context entries only
+    drafter(embeds, positions, features=None, cache=None, visible=None, static=False) -> hidden [B, T, D]
+        embeds      [B, T, D] target embeddings of the block tokens (see `embed`)
+        positions   [B, C + T]: position ids of the C new context features, then of the T block slots
+        features    [B, C, K*D] raw target features (C may be 0 / None when the cache has them)
+        cache       when given, the C new context entries are appended (committed) to it first,
+                    and the block attends to everything in the cache
+        visible     [B, T, S + T] bool over keys [context ; block] (S = context keys). Default: all
+                    visible. Training packs many anchored blocks of one sequence into one forward
+                    with it: block j sees context before its anchor and its own block only.
+    drafter.embed(target, ids), drafter.logits(target, hidden)   use the target's embedding / lm_head
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from refengine.checkpoint import load_state, save_state
+from refengine.config import DrafterConfig
+from refengine.kvcache import KVCache
+from refengine.layers import MLP, QKV, RMSNorm, attend, rope
+
+
+class DraftBlock(nn.Module):
+    def __init__(self, cfg: DrafterConfig):
+        super().__init__()
+        self.self_attn = QKV(cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads,
+                             cfg.head_dim, cfg.rms_norm_eps, cfg.attention_bias)
+        self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def forward(self, x, past, cos, sin, visible):
+        h = self.input_layernorm(x)
+        q = self.self_attn.queries(h, cos, sin)
+        k, v = self.self_attn.keys_values(h, cos, sin)
+        if past is not None:
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+        x = x + self.self_attn.out(attend(q, k, v, visible))
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Drafter(nn.Module):
+    config_class = DrafterConfig
+
+    def __init__(self, cfg: DrafterConfig):
+        super().__init__()
+        self.config = cfg
+        self.fc = nn.Linear(len(cfg.target_layer_ids) * cfg.hidden_size, cfg.hidden_size, bias=False)
+        self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.layers = nn.ModuleList(DraftBlock(cfg) for _ in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    @property
+    def block_size(self) -> int:
+        return self.config.block_size
+
+    @property
+    def target_layer_ids(self) -> list[int]:
+        return self.config.target_layer_ids
+
+    @property
+    def mask_token_id(self) -> int:
+        return self.config.mask_token_id
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.fc.weight.dtype
+
+    def new_cache(self, batch: int = 1, capacity: int = 4096) -> KVCache:
+        c = self.config
+        return KVCache(c.num_hidden_layers, batch, c.num_key_value_heads, capacity, c.head_dim,
+                       self.dtype, self.fc.weight.device)
+
+    def embed(self, target: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+        x = target.model.embed_tokens(ids)
+        scale = self.config.input_embedding_scale
+        return x if scale == 1.0 else x * scale
+
+    def logits(self, target: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+        logits = target.lm_head(hidden)
+        if self.config.output_multiplier != 1.0:
+            logits = logits * self.config.output_multiplier
+        cap = self.config.final_logit_softcapping
+        return torch.tanh(logits / cap) * cap if cap else logits
+
+    def context_kv(self, features: torch.Tensor, positions: torch.Tensor):
+        """Per-layer context keys/values: they depend only on the features, not on other layers."""
+        ctx = self.hidden_norm(self.fc(features))
+        cos, sin = rope(positions, self.config.head_dim, self.config.rope_theta, self.dtype)
+        return [layer.self_attn.keys_values(ctx, cos, sin) for layer in self.layers]
+
+    def append_context(self, features: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> None:
+        """Commit the context entries of C newly committed tokens (features [B, C, K*D]) to the cache."""
+        slots = cache.slots(features.shape[1])
+        for i, (k, v) in enumerate(self.context_kv(features, positions)):
+            cache.write(i, k, v, slots)
+        for row in range(features.shape[0]):
+            cache.commit(row, features.shape[1])
+
+    def forward(self, embeds: torch.Tensor, positions: torch.Tensor, features: torch.Tensor | None = None,
+                cache: KVCache | None = None, visible: torch.Tensor | None = None,
+                static: bool = False) -> torch.Tensor:
+        b, t, _ = embeds.shape
+        c = 0 if features is None else features.shape[1]
+        if cache is not None:
+            if c:
+                self.append_context(features, positions[:, :c], cache)
+            span = cache.capacity if static else cache.span(0)
+            past = [(cache.k[i, :, :, :span], cache.v[i, :, :, :span]) for i in range(len(self.layers))]
+            if visible is None and (static or b > 1):
+                visible = _past_rows(cache.lengths, span, t)
+        else:
+            past = self.context_kv(features, positions[:, :c]) if c else [None] * len(self.layers)
+        cos, sin = rope(positions[:, c:], self.config.head_dim, self.config.rope_theta, self.dtype)
+        x = embeds
+        for layer, kv in zip(self.layers, past, strict=True):
+            x = layer(x, kv, cos, sin, visible)
+        return self.norm(x)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, dtype: torch.dtype = torch.float32,
+                        device: str | torch.device = "cpu") -> Drafter:
+        cfg = cls.config_class.load(directory)
+        with torch.device("meta"):
+            model = cls(cfg)
+        load_state(model, directory, dtype, device)
+        return model.eval()
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        save_state(self, self.config, directory)
+
+
+def _past_rows(lengths: torch.Tensor, span: int, t: int) -> torch.Tensor:
+    """[B, T, span + T]: a row sees its own cached context and the whole block."""
+    past = torch.arange(span, device=lengths.device)[None, :] < lengths[:, None]
+    block = torch.ones(lengths.shape[0], t, dtype=torch.bool, device=lengths.device)
+    return torch.cat([past, block], dim=1)[:, None, :].expand(-1, t, -1)
