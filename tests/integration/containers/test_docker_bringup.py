@@ -165,3 +165,36 @@ def test_bring_up_works_against_a_tcp_docker_host(tmp_path, make_profile, stand_
         assert bringup.down() == [f"container {server.spec.name}"]
     finally:
         proxy.close()
+
+
+def test_the_reference_engine_serves_the_shipped_pair_from_its_image(tmp_path, refengine_image, docker_client):
+    """No stand-in: refengine.serve inside the image, the shipped checkpoints mounted read-only."""
+    import yaml
+
+    from ddbench.profile import REPO_ROOT, load_profile
+
+    data = {"name": "containers-real", "backend": {"kind": "refengine", "runtime": "docker", "image": refengine_image},
+            "models": {"target": str(REPO_ROOT / "models/qwen3-stdlib-13m"),
+                       "drafter": str(REPO_ROOT / "models/qwen3-stdlib-13m-dflash-b16")},
+            "runtime": {"dtype": "float32"},
+            "arms": [{"id": "linear-b16", "kind": "linear", "block_size": 16}],
+            "workload": {"prompt_set": "loadtests/prompts/chat.jsonl", "max_tokens": 16},
+            "load": {"concurrency": [2], "requests_per_user": 2, "warmup_requests": 1, "repetitions": 1}}
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump(data))
+    profile = load_profile(path)
+    run = tmp_path / "run-real"
+    server = bringup.up(profile, "linear-b16", run, timeout_s=300)
+    try:
+        status = read_status(run / "linear-b16" / "status.json")
+        assert status["container"]["command"][:3] == ["python3", "-m", "refengine.serve"]
+        cell = run_cell(profile.workload, profile.load, url=server.url, cell_dir=run / "linear-b16" / "c2-r1",
+                        arm="linear-b16", concurrency=2, repetition=1, timeout_s=300)
+        assert cell.status == "ok", cell.reason
+        assert cell.requests == 4 and cell.errors == 0
+    finally:
+        bringup.down(run_id=run.name)
+    records = [json.loads(line) for f in (run / "linear-b16" / "c2-r1").glob("requests-*.jsonl")
+               for line in f.read_text().splitlines()]
+    assert len(records) == 6  # 2 users x (1 warmup + 2 measured)
+    assert all(r["spec"]["spec_verify_ct"] >= 1 and r["usage"]["completion_tokens"] == 16 for r in records)
