@@ -56,3 +56,18 @@ def save_state(model: torch.nn.Module, cfg, directory: str | Path) -> None:
     raw = cfg.to_hf()
     raw["torch_dtype"] = _DTYPE_NAMES.get(next(iter(state.values())).dtype, "float32")
     (directory / "config.json").write_text(json.dumps(raw, indent=2) + "\n")
+
+
+class Pretrained:
+    """from_pretrained / save_pretrained for a module with `config_class` and `config` (HF layout)."""
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, dtype: torch.dtype = torch.float32, device="cpu"):
+        cfg = cls.config_class.load(directory)
+        with torch.device("meta"):  # no throwaway random init: the weights come from the files
+            model = cls(cfg)
+        load_state(model, directory, dtype, device)
+        return model.eval()
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        save_state(self, self.config, directory)

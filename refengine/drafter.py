@@ -27,12 +27,10 @@ API
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 from torch import nn
 
-from refengine.checkpoint import load_state, save_state
+from refengine.checkpoint import Pretrained
 from refengine.config import DrafterConfig
 from refengine.kvcache import KVCache
 from refengine.layers import MLP, QKV, RMSNorm, attend, rope
@@ -57,7 +55,7 @@ class DraftBlock(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
-class Drafter(nn.Module):
+class Drafter(nn.Module, Pretrained):
     config_class = DrafterConfig
 
     def __init__(self, cfg: DrafterConfig):
@@ -134,18 +132,6 @@ class Drafter(nn.Module):
         for layer, kv in zip(self.layers, past, strict=True):
             x = layer(x, kv, cos, sin, visible)
         return self.norm(x)
-
-    @classmethod
-    def from_pretrained(cls, directory: str | Path, dtype: torch.dtype = torch.float32,
-                        device: str | torch.device = "cpu") -> Drafter:
-        cfg = cls.config_class.load(directory)
-        with torch.device("meta"):
-            model = cls(cfg)
-        load_state(model, directory, dtype, device)
-        return model.eval()
-
-    def save_pretrained(self, directory: str | Path) -> None:
-        save_state(self, self.config, directory)
 
 
 def _past_rows(lengths: torch.Tensor, span: int, t: int) -> torch.Tensor:

@@ -19,12 +19,10 @@ API
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 from torch import nn
 
-from refengine.checkpoint import load_state, save_state
+from refengine.checkpoint import Pretrained
 from refengine.config import TargetConfig
 from refengine.kvcache import KVCache
 from refengine.layers import MLP, QKV, RMSNorm, attend, rope
@@ -58,7 +56,7 @@ class Backbone(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
 
-class Target(nn.Module):
+class Target(nn.Module, Pretrained):
     config_class = TargetConfig
 
     def __init__(self, cfg: TargetConfig):
@@ -111,18 +109,6 @@ class Target(nn.Module):
         logits = self.lm_head(x)
         feats = torch.cat([features[i] for i in layers], dim=-1) if layers else None
         return logits, feats
-
-    @classmethod
-    def from_pretrained(cls, directory: str | Path, dtype: torch.dtype = torch.float32,
-                        device: str | torch.device = "cpu") -> Target:
-        cfg = cls.config_class.load(directory)
-        with torch.device("meta"):
-            model = cls(cfg)
-        load_state(model, directory, dtype, device)
-        return model.eval()
-
-    def save_pretrained(self, directory: str | Path) -> None:
-        save_state(self, self.config, directory)
 
 
 def _with_past(new: torch.Tensor, lengths: torch.Tensor, span: int) -> torch.Tensor:
