@@ -30,9 +30,13 @@ def disown(server) -> None:
 
 
 def stop_all() -> None:
+    # one server that cannot be reached (its Docker host gone, say) must not keep the others running
     for server in list(_owned.values()):
         try:
             server.stop()
+        except Exception as e:
+            print(f"ddbench: could not stop {getattr(server, 'ident', server)}: {type(e).__name__}: {e}",
+                  file=sys.stderr)
         finally:
             disown(server)
 
