@@ -33,18 +33,10 @@ from torch import nn
 from refengine.checkpoint import Pretrained
 from refengine.config import DrafterConfig
 from refengine.kvcache import KVCache
-from refengine.layers import MLP, QKV, RMSNorm, attend, rope
+from refengine.layers import DecoderLayer, RMSNorm, attend, rope
 
 
-class DraftBlock(nn.Module):
-    def __init__(self, cfg: DrafterConfig):
-        super().__init__()
-        self.self_attn = QKV(cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads,
-                             cfg.head_dim, cfg.rms_norm_eps, cfg.attention_bias)
-        self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
-        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-
+class DraftBlock(DecoderLayer):
     def forward(self, x, past, cos, sin, visible):
         h = self.input_layernorm(x)
         q = self.self_attn.queries(h, cos, sin)

@@ -90,3 +90,15 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Ten
     """q [B, H, T, d], k/v [B, Hkv, S, d], visible [B, T, S] bool (True = may attend) or None (all)."""
     mask = None if visible is None else visible[:, None]
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=q.shape[1] != k.shape[1])
+
+
+class DecoderLayer(nn.Module):
+    """The weights of a Qwen3 decoder layer (HF names); target and drafter layers differ only in forward."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.self_attn = QKV(cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads,
+                             cfg.head_dim, cfg.rms_norm_eps, cfg.attention_bias)
+        self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
