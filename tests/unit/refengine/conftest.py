@@ -11,6 +11,12 @@ from refengine.pair import echo_pair, random_pair
 torch.set_num_threads(1)  # 2 cores shared with other jobs: OpenMP spin-waits starve
 
 
+@pytest.fixture(autouse=True)
+def seeded():
+    """Inputs drawn with torch's global generator repeat from run to run."""
+    torch.manual_seed(0)
+
+
 @pytest.fixture(scope="session")
 def rand_pair():
     """Random weights, std large enough that logits are not flat: diverse outputs, few accepts."""
