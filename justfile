@@ -25,6 +25,10 @@ reproduce PROFILE="cpu-tiny" *ARGS:
 wheelhouse VARIANT="cpu":
     @python3 -m containers.refengine.wheelhouse --variant "$1"
 
+# the H200's offline Python bundle (LAYER: harness, sglang): pinned wheels -> .h200/LAYER/ (carry it)
+h200-bundle LAYER:
+    @python3 -m containers.h200.bundle build "$1"
+
 # build an image: base, refengine-cpu, refengine-cuda, sglang-blackwell, sglang-hopper
 build IMAGE *ARGS:
     @python3 -m containers.images build "$@"
@@ -52,6 +56,10 @@ analyze RUN_DIR *ARGS:
 # tables -> report.pdf
 report RUN_DIR *ARGS:
     @python3 -m ddbench report "$@"
+
+# gzip a finished run's request records (what a committed run keeps)
+pack RUN_DIR:
+    @python3 -m ddbench pack "$@"
 
 # re-run a committed run's T=0, C=1 cells here and compare tokens and tau
 verify RUN_DIR *ARGS:

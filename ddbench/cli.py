@@ -21,6 +21,7 @@ EXIT_ERROR, EXIT_MISSING_STAGE = 1, 2
 STAGES = {
     "reproduce": ("ddbench.reproduce", "Reproduce (`just reproduce`)"),
     "verify": ("ddbench.verify", "Reproduce (`just verify`)"),
+    "pack": ("ddbench.pack", "Reproduce (packing a run to commit)"),
     "up": ("containers.up", "Containers (bring-up)"),
     "down": ("containers.down", "Containers (bring-up)"),
     "load": ("ddbench.onecell", "Load generation + Containers (one cell)"),

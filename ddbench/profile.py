@@ -177,6 +177,12 @@ class Profile(Strict):
     arms: list[Arm] = Field(min_length=1)
     workload: Workload
     load: Load
+    # analysis only, not an experiment condition: left out of the dump (and so of the digest and
+    # the manifest) when unset, so that runs recorded before the field existed keep their digests
+    compare_with: str | None = Field(
+        None, min_length=1, exclude_if=lambda v: v is None,
+        description="a run directory, or a profile's results directory (its newest finished run), to "
+                    "cross-check this run against; relative to the repository root unless absolute")
 
     @model_validator(mode="after")
     def _cross_checks(self):

@@ -170,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("profile", nargs="?", default="cpu-tiny")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and a time estimate; change nothing")
     ap.add_argument("--resume", metavar="RUN_DIR", help="complete this run: redo only cells that are not ok")
+    ap.add_argument("--no-report", action="store_true",
+                    help="sweep and analyze only, on a machine without TeX; then `just report RUN_DIR` elsewhere")
     ap.add_argument("--results-root", default=str(RESULTS_ROOT), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     root = Path(a.results_root)
@@ -182,10 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.dry_run:
         print(plan_text(profile, source))
         print(f"\ntime: {estimate(profile, root)}")
-        issues = problems(profile)
+        issues = problems(profile, report=not a.no_report)
         print("\n".join(["", "not ready:"] + [f"  - {p}" for p in issues]) if issues else "\nready to run")
         return 0
-    issues = problems(profile)
+    issues = problems(profile, report=not a.no_report)
     if issues:
         console.print("reproduce: cannot start:\n" + "\n".join(f"  - {p}" for p in issues), highlight=False)
         return 1
@@ -212,12 +214,15 @@ def main(argv: list[str] | None = None) -> int:
     left = pending_cells(profile, run)
     finish_run(run, interrupted=False, sweep_s=round(time.time() - t0, 1),
                cells={"total": len(profile.cells()), "ok": len(profile.cells()) - len(left), "not_ok": len(left)})
-    rc = stage("analysis", run) or stage("report", run)
+    rc = stage("analysis", run) or (0 if a.no_report else stage("report", run))
     if rc:
         console.print(f"reproduce: a stage after the sweep failed (exit {rc}); the cells are kept in {run.path}",
                       highlight=False)
         return rc
-    console.print(f"\nreport: {run.report}", highlight=False)
+    if a.no_report:
+        console.print(f"\ntables: {run.path / 'tables'}; build the PDF with: just report {run.path}", highlight=False)
+    else:
+        console.print(f"\nreport: {run.report}", highlight=False)
     if left:
         console.print(f"{len(left)} cell(s) did not finish ok; the report lists them. "
                       f"Retry them with: just reproduce {a.profile} --resume {run.path}", highlight=False)

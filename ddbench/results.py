@@ -6,6 +6,7 @@
         <arm>/status.json             whether the arm came up
         <arm>/c<C>-r<R>/              one cell: concurrency C, repetition R
             requests-<worker>.jsonl   one RequestRecord per line, one file per Locust process
+                                      (.jsonl.gz once `ddbench pack` has packed the run to commit it)
             metrics-before.prom       /metrics scraped before and after the cell
             metrics-after.prom
             telemetry.jsonl           GPU/host samples during the cell
@@ -21,6 +22,7 @@ redact(): no value of an environment variable named like a secret ever lands on 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -85,6 +87,30 @@ def read_json(path: Path):
         return json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON: {e}") from None
+
+
+def record_files(cell: Path) -> list[Path]:
+    """A cell's request-record files, plain or packed."""
+    return sorted([*cell.glob("requests-*.jsonl"), *cell.glob("requests-*.jsonl.gz")])
+
+
+def read_record_text(path: Path) -> str:
+    return (gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()).decode()
+
+
+def pack(run: RunDir) -> tuple[int, int]:
+    """Gzip every cell's request records in place (deterministic bytes); return (bytes before, after).
+
+    Records are ~90% of a run's size; packed, a GPU run fits beside the models in a commit.
+    """
+    before = after = 0
+    for f in sorted(run.path.rglob("requests-*.jsonl")):  # retired attempts too
+        data = f.read_bytes()
+        packed = gzip.compress(data, compresslevel=9, mtime=0)
+        write_bytes_atomic(f.with_name(f.name + ".gz"), packed)
+        f.unlink()
+        before, after = before + len(data), after + len(packed)
+    return before, after
 
 
 def cell_name(concurrency: int, repetition: int) -> str:

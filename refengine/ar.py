@@ -1,15 +1,19 @@
-"""AR: one target forward per token (the baseline; tau = 1 by definition)."""
+"""AR: one target forward per token for every running request (the baseline; tau = 1 by definition)."""
 
 from __future__ import annotations
 
+import torch
+
 from refengine.output import Step
-from refengine.sampling import pick
+from refengine.sampling import pick_rows
 
 
-def step(engine, req, plan) -> None:
+def step(engine, reqs, plan) -> None:
     t0 = engine.clock()
-    logits = engine.decode(req.root, req.start)
-    token = pick(logits, req.sampling, req.generator).item()
-    engine.tcache.commit(0, 1)
+    roots = torch.tensor([r.root for r in reqs])
+    logits = engine.decode(roots, torch.tensor([r.start for r in reqs]))
+    tokens = pick_rows(logits, reqs).tolist()
+    engine.tcache.advance([1] * len(reqs))
     t1 = engine.clock()
-    req.steps.append(Step(committed=req.commit([token]), accepted=0, depth=0, nodes=0, verify_s=t1 - t0))
+    for r, token in zip(reqs, tokens, strict=True):
+        r.steps.append(Step(committed=r.commit([token]), accepted=0, depth=0, nodes=0, verify_s=t1 - t0))

@@ -2,11 +2,16 @@
 
     python -m refengine.bench                                   # a random pair (tau ~ 1: mechanics only)
     python -m refengine.bench --target models/T --drafter models/D --prompts loadtests/prompts/chat.jsonl
+    python -m refengine.bench ... --concurrency 1,8       # aggregate tokens/s under continuous batching
 
 Arms run interleaved prompt by prompt (after one warm-up each), so drift in machine speed
 hits every arm alike. Prints, per arm: decode tokens/s (prefill excluded) and its ratio to
 AR, end-to-end tokens/s, tau (committed tokens per verify step), and the mean per-step time
 in draft, verify and bookkeeping (tree build + walk + KV compaction). `--json` writes it all.
+
+`--concurrency 1,8` instead runs every prompt through refengine.batch with at most C requests
+in flight (a new one takes each freed row), and prints aggregate output tokens/s per arm and
+C, with its ratio to C=1: what batching buys. Arms and concurrencies alternate, round by round.
 """
 
 from __future__ import annotations
@@ -20,12 +25,14 @@ from pathlib import Path
 
 import torch
 
+from refengine.batch import generate_all
 from refengine.drafter import Drafter
 from refengine.engine import Engine
 from refengine.model import Target
 from refengine.output import Output
 from refengine.pair import random_pair
 from refengine.plan import Plan
+from refengine.request import Request
 from refengine.sampling import Sampling
 
 DEFAULT_ARMS = "ar,linear-b16,chain-b15,tree-b15-k8"
@@ -89,6 +96,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--seed", type=int, default=0, help="random pair / random prompts")
     p.add_argument("--json", type=Path, help="write the results here")
+    p.add_argument("--concurrency", help="comma-separated C values: aggregate tokens/s under batching")
+    p.add_argument("--rounds", type=int, default=2, help="with --concurrency: passes over the prompts")
     p.add_argument("--forward-costs", action="store_true", help="also time the bare forwards a step is made of")
     return p.parse_args(argv)
 
@@ -176,6 +185,46 @@ def report(results: dict[str, ArmResult], outputs, header: str) -> list[str]:
     return lines
 
 
+def run_concurrent(target, drafter, arms: list[str], prompts: list[list[int]], levels: list[int], max_tokens: int,
+                   stop: list[int], graphs: bool, rounds: int) -> dict[tuple[str, int], tuple[int, float, int]]:
+    """(arm, C) -> (output tokens, seconds, verify steps) over `rounds` passes of all prompts."""
+    capacity = max(map(len, prompts)) + max_tokens + 64
+    engines = {c: Engine(target, drafter, capacity=capacity, graphs=graphs, batch=c) for c in levels}
+    totals = {(a, c): (0, 0.0, 0) for a in arms for c in levels}
+
+    def once(arm: str, c: int, ps: list[list[int]]) -> tuple[int, float, int]:
+        reqs = [Request(list(p), Sampling(), max_tokens, frozenset(stop)) for p in ps]
+        engine = engines[c]
+        t0 = engine.clock()
+        with torch.inference_mode():
+            generate_all(engine, reqs, Plan.parse(arm))
+        return sum(len(r.tokens) for r in reqs), engine.clock() - t0, sum(len(r.steps) for r in reqs)
+
+    for a in arms:  # warm-up: allocator, kernels, graph capture at every bucket a round will use
+        for c in levels:
+            once(a, c, prompts[:c])
+    for _ in range(rounds):
+        for a in arms:
+            for c in levels:
+                tokens, seconds, steps = once(a, c, prompts)
+                t, s_, n = totals[(a, c)]
+                totals[(a, c)] = (t + tokens, s_ + seconds, n + steps)
+    return totals
+
+
+def report_concurrent(totals, arms: list[str], levels: list[int], header: str) -> list[str]:
+    lines = [header, f"{'arm':<16}{'C':>4}{'tok/s':>10}{'x C=' + str(levels[0]):>9}{'x ar':>7}{'tau':>7}"]
+    for a in arms:
+        for c in levels:
+            tokens, seconds, steps = totals[(a, c)]
+            base = totals[(a, levels[0])]
+            ar = totals.get(("ar", c))
+            tps = tokens / seconds
+            lines.append(f"{a:<16}{c:>4}{tps:>10.1f}{tps / (base[0] / base[1]):>9.2f}"
+                         f"{tps / (ar[0] / ar[1]) if ar else float('nan'):>7.2f}{tokens / steps:>7.2f}")
+    return lines
+
+
 def main(argv=None) -> int:
     args = parse(argv)
     if args.threads:
@@ -184,11 +233,23 @@ def main(argv=None) -> int:
     target, drafter, prompts, eos, what = load(args)
     stop = [] if args.ignore_eos else eos
     width = max([Plan.parse(a).budget or Plan.parse(a).block_size or 1 for a in arms]) + 1
+    setting = (f"max_tokens {args.max_tokens}, T=0, {args.device} {target.dtype}, graphs "
+               f"{'on' if args.graphs else 'off'}, {torch.get_num_threads()} threads, "
+               f"{platform.processor() or platform.machine()}")
+    if args.concurrency:
+        levels = [int(c) for c in args.concurrency.split(",")]
+        totals = run_concurrent(target, drafter, arms, prompts, levels, args.max_tokens, stop, args.graphs,
+                                args.rounds)
+        header = f"refengine.bench: {what}; {setting}; {args.rounds} rounds, continuous batching"
+        print("\n".join(report_concurrent(totals, arms, levels, header)))
+        if args.json:
+            rows = [{"arm": a, "concurrency": c, "tokens": t, "seconds": s, "steps": n, "tps": t / s}
+                    for (a, c), (t, s, n) in totals.items()]
+            args.json.write_text(json.dumps({"header": header, "rows": rows}, indent=2) + "\n")
+        return 0
     engine = Engine(target, drafter, capacity=max(map(len, prompts)) + args.max_tokens + width, graphs=args.graphs)
     results, outputs = run(engine, arms, prompts, args.max_tokens, stop)
-    header = (f"refengine.bench: {what}; max_tokens {args.max_tokens}, T=0, C=1, {args.device} "
-              f"{engine.target.dtype}, graphs {'on' if args.graphs else 'off'}, {torch.get_num_threads()} threads, "
-              f"{platform.processor() or platform.machine()}")
+    header = f"refengine.bench: {what}; C=1, {setting}"
     print("\n".join(report(results, outputs, header)))
     costs = forward_costs(engine) if args.forward_costs else {}
     for name, ms in costs.items():

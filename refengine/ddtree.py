@@ -1,40 +1,51 @@
 """DDTree (chain = top-k 1): draft once, build the best-first tree, verify it in one target
 forward (position = start + depth, ancestor-only visibility), walk, commit, compact the KV
 cache to the accepted path, and keep the path's features as the drafter's next context.
+Every running request takes the step together; trees of different sizes are padded with
+idle nodes that see only themselves and are never walked into.
 
 At T > 0 the target samples every node independently and the walk follows the samples: lossless.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from refengine.output import Step
-from refengine.sampling import pick
+from refengine.sampling import pick_rows
 from refengine.tree import build, walk
 
 
-def step(engine, req, plan) -> None:
+def step(engine, reqs, plan) -> None:
     block = plan.block_size or engine.drafter.block_size
     depth = min(block - 1, plan.budget)
     t0 = engine.clock()
-    logprobs = engine.draft(req, depth, block).float().log_softmax(-1)
+    logprobs = engine.draft(reqs, depth, block).float().log_softmax(-1)
     t1 = engine.clock()
-    tree = build(req.root, logprobs, plan.budget, plan.width, plan.depth_bonus)
-    device = engine.device
-    ids = torch.tensor(tree.tokens, device=device)
-    positions = req.start + torch.tensor(tree.depths, device=device)
-    visible = torch.from_numpy(tree.visible()).to(device)
+    k = min(plan.width, logprobs.shape[-1])
+    values, ids = logprobs.topk(k, dim=-1)
+    values, ids = values.tolist(), ids.tolist()
+    trees = [build(r.root, v, i, plan.budget, plan.depth_bonus) for r, v, i in zip(reqs, values, ids, strict=True)]
+    width = max(len(t.tokens) for t in trees)
+    tokens = np.zeros((len(reqs), width), dtype=np.int64)
+    depths = np.zeros((len(reqs), width), dtype=np.int64)
+    visible = np.broadcast_to(np.eye(width, dtype=bool), (len(reqs), width, width)).copy()
+    for i, t in enumerate(trees):
+        s = len(t.tokens)
+        tokens[i, :s], depths[i, :s], visible[i, :s, :s] = t.tokens, t.depths, t.visible()
+    starts = torch.tensor([[r.start] for r in reqs])
     t2 = engine.clock()
-    logits, feats = engine.verify(ids, positions, visible)
-    choice = pick(logits, req.sampling, req.generator).tolist()
+    logits, feats = engine.verify(torch.from_numpy(tokens), starts + torch.from_numpy(depths),
+                                  torch.from_numpy(visible))
+    choice = pick_rows(logits, reqs, [len(t.tokens) for t in trees]).tolist()
     t3 = engine.clock()
-    path = walk(tree, choice)
-    keep = torch.tensor(path, device=device)
-    engine.tcache.commit(0, keep)
-    req.features = feats.index_select(0, keep)[None]
-    tokens = [tree.tokens[n] for n in path[1:]] + [choice[path[-1]]]
+    paths = [walk(t, c) for t, c in zip(trees, choice, strict=True)]
+    engine.tcache.compact(paths)
+    for i, (r, path) in enumerate(zip(reqs, paths, strict=True)):
+        r.features = feats[i, path][None]  # advanced indexing copies: safe from the next graph replay
     t4 = engine.clock()
-    req.steps.append(Step(committed=req.commit(tokens), accepted=len(path) - 1, depth=tree.depths[path[-1]],
-                          nodes=tree.size, draft_s=t1 - t0, verify_s=t3 - t2,
-                          bookkeeping_s=(t2 - t1) + (t4 - t3)))
+    for r, t, c, path in zip(reqs, trees, choice, paths, strict=True):
+        committed = r.commit([t.tokens[n] for n in path[1:]] + [c[path[-1]]])
+        r.steps.append(Step(committed=committed, accepted=len(path) - 1, depth=t.depths[path[-1]], nodes=t.size,
+                            draft_s=t1 - t0, verify_s=t3 - t2, bookkeeping_s=(t2 - t1) + (t4 - t3)))

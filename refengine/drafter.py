@@ -12,7 +12,7 @@ output i predicts position start + i.
 API
     Drafter(cfg) / Drafter.from_pretrained(dir, dtype=, device=) / drafter.save_pretrained(dir)
     drafter.new_cache(batch, capacity)    context-only KV cache (refengine.kvcache)
-    drafter.append_context(features, positions, cache)   commit new context entries only
+    drafter.append_context(features, positions, cache, counts=None)   commit new context entries only
     drafter(embeds, positions, features=None, cache=None, visible=None, static=False) -> hidden [B, T, D]
         embeds      [B, T, D] target embeddings of the block tokens (see `embed`)
         positions   [B, C + T]: position ids of the C new context features, then of the T block slots
@@ -97,13 +97,17 @@ class Drafter(nn.Module, Pretrained):
         cos, sin = rope(positions, self.config.head_dim, self.config.rope_theta, self.dtype)
         return [layer.self_attn.keys_values(ctx, cos, sin) for layer in self.layers]
 
-    def append_context(self, features: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> None:
-        """Commit the context entries of C newly committed tokens (features [B, C, K*D]) to the cache."""
+    def append_context(self, features: torch.Tensor, positions: torch.Tensor, cache: KVCache,
+                       counts: list[int] | None = None) -> None:
+        """Commit context entries of newly committed tokens (features [B, C, K*D]) to the cache.
+
+        With `counts`, row r keeps only its first counts[r] entries: the rows of a batch bring
+        different numbers of new tokens, padded to C.
+        """
         slots = cache.slots(features.shape[1])
         for i, (k, v) in enumerate(self.context_kv(features, positions)):
             cache.write(i, k, v, slots)
-        for row in range(features.shape[0]):
-            cache.commit(row, features.shape[1])
+        cache.advance(counts if counts is not None else [features.shape[1]] * features.shape[0])
 
     def forward(self, embeds: torch.Tensor, positions: torch.Tensor, features: torch.Tensor | None = None,
                 cache: KVCache | None = None, visible: torch.Tensor | None = None,

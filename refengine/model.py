@@ -8,7 +8,7 @@ API
     target(ids, positions, cache=None, visible=None, layers=(), last_only=False)
         ids, positions   [B, T] long; positions are explicit (tree verify uses start + depth)
         cache            past entries, all visible; the T new entries are written tentatively
-                         at each row's length (keep them with cache.commit)
+                         at each row's length (keep them with cache.advance or cache.compact)
         visible          [B, T, T] bool: which new tokens each new token sees (default causal;
                          a tree passes ancestor-or-self)
         layers           target layer ids whose outputs (exactly HF hidden_states[l + 1]) are returned

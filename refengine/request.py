@@ -10,7 +10,7 @@ from refengine.output import Step
 from refengine.sampling import Sampling
 
 
-@dataclass
+@dataclass(eq=False)  # a request is itself: batches find it by identity
 class Request:
     prompt: list[int]
     sampling: Sampling

@@ -64,3 +64,20 @@ def pick(logits: torch.Tensor, s: Sampling, gen: torch.Generator | None) -> torc
     p = probs(logits, s)
     flat = p.reshape(-1, p.shape[-1])
     return torch.multinomial(flat, 1, generator=gen).reshape(p.shape[:-1])
+
+
+def pick_rows(logits: torch.Tensor, reqs, lengths: list[int] | None = None) -> torch.Tensor:
+    """pick() for each running request: logits [n, ..., V] -> tokens [n, ...].
+
+    Row i draws only over its first lengths[i] positions (a padded tree), with its own sampling
+    and generator, so a request draws exactly what it would draw running alone.
+    """
+    if all(r.sampling.greedy for r in reqs):
+        return logits.argmax(-1)
+    out = torch.zeros(logits.shape[:-1], dtype=torch.long, device=logits.device)
+    for i, r in enumerate(reqs):
+        if lengths is None:
+            out[i] = pick(logits[i], r.sampling, r.generator)
+        else:
+            out[i, :lengths[i]] = pick(logits[i, :lengths[i]], r.sampling, r.generator)
+    return out

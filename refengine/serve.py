@@ -72,11 +72,11 @@ def make_plan(args, drafter_block: int | None):
 def build(args):
     """Load the pair, the tokenizer and the engine; return (app, scheduler)."""
     from refengine.drafter import Drafter
-    from refengine.engine import Engine
+    from refengine.engine import Engine, verify_width
     from refengine.model import Target
     from refengine.sampling import Sampling
     from refengine.server.app import ServerInfo, build_app
-    from refengine.server.runner import SlotRunner, slot_capacity
+    from refengine.server.runner import BatchRunner
     from refengine.server.scheduler import Scheduler
     from refengine.server.stats import Metrics
     from refengine.tokenizer import Tokenizer
@@ -88,9 +88,9 @@ def build(args):
         drafter = Drafter.from_pretrained(args.speculative_draft_model_path, dtype=dtype, device=args.device)
     plan = make_plan(args, drafter.block_size if drafter else None)
     context = args.context_length or target.config.max_position_embeddings
-    engine = Engine(target, drafter, capacity=slot_capacity(plan, context),
+    engine = Engine(target, drafter, capacity=context + verify_width(plan), batch=args.max_running_requests,
                     graphs=not args.disable_cuda_graph and args.device.startswith("cuda"))
-    runner = SlotRunner(engine, plan, args.max_running_requests, context)
+    runner = BatchRunner(engine, plan, context)
     tokenizer = Tokenizer.from_pretrained(args.tokenizer_path or args.model_path)
     name = args.served_model_name or args.model_path
     scheduler = Scheduler(runner, Metrics(name), args.max_running_requests, args.decode_log_interval)

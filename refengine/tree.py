@@ -35,16 +35,15 @@ class Tree:
         return vis
 
 
-def build(root: int, logprobs: torch.Tensor, budget: int, topk: int, depth_bonus: float = 0.0) -> Tree:
-    """Best-first tree over log-probs [L, V] (depth d uses row d-1): the `budget` most probable prefixes.
+def build(root: int, values: list[list[float]], ids: list[list[int]], budget: int,
+          depth_bonus: float = 0.0) -> Tree:
+    """Best-first tree from each depth's top-k log-probs, ranked (values, ids: [L][k]; depth d uses
+    row d-1): the `budget` most probable prefixes.
 
     A prefix scores the sum of its tokens' log-probs plus `depth_bonus` per edge. Each depth
-    offers its top-`topk` tokens; a node's children are the next depth's, ranked the same way.
+    offers its top-k tokens; a node's children are the next depth's, ranked the same way.
     """
-    depth_max = logprobs.shape[0]
-    k = min(topk, logprobs.shape[1])
-    values, ids = logprobs.topk(k, dim=-1)
-    values, ids = values.tolist(), ids.tolist()
+    depth_max, k = len(values), len(values[0])
     tree = Tree([root], [-1], [0], [{}])
     # heap entries: (-score, tiebreak, depth, rank, parent node, parent score)
     heap = [(-(values[0][0] + depth_bonus), 0, 1, 0, 0, 0.0)]
@@ -66,6 +65,13 @@ def build(root: int, logprobs: torch.Tensor, budget: int, topk: int, depth_bonus
             heapq.heappush(heap, (neg - values[d][0] - depth_bonus, count, d + 1, 0, node, -neg))
             count += 1
     return tree
+
+
+def build_from_logprobs(root: int, logprobs: torch.Tensor, budget: int, topk: int,
+                        depth_bonus: float = 0.0) -> Tree:
+    """`build` over full log-probs [L, V]."""
+    values, ids = logprobs.topk(min(topk, logprobs.shape[-1]), dim=-1)
+    return build(root, values.tolist(), ids.tolist(), budget, depth_bonus)
 
 
 def walk(tree: Tree, choice: list[int]) -> list[int]:

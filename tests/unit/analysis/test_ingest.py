@@ -101,3 +101,19 @@ def test_missing_status_is_a_missing_cell(hand_run):
     run = ingest.load(hand_run)
     row = run.cells.set_index("arm").loc["ar"]
     assert row["status"] == "missing" and "did not finish" in row["reason"]
+
+
+def test_packed_records_read_the_same(tmp_path):
+    """`ddbench pack` gzips records in place (twice gives the same bytes); ingest reads them unchanged."""
+    from analysis.synth import Plan, write_run
+    from ddbench.results import RunDir, pack
+
+    run = write_run(tmp_path, Plan(concurrency=[1], repetitions=1, requests_per_user=5, prompts=4,
+                                   failed_cell=None))
+    plain = ingest.load(run).requests
+    before, after = pack(RunDir.open(run))
+    assert 0 < after < before
+    assert not list(run.rglob("requests-*.jsonl")) and list(run.rglob("requests-*.jsonl.gz"))
+    packed = ingest.load(run).requests
+    assert packed.equals(plain)
+    assert pack(RunDir.open(run)) == (0, 0)  # nothing left to pack

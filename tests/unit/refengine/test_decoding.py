@@ -110,25 +110,25 @@ def test_compaction_of_a_forced_deep_side_branch(rand_pair):
     """Walk a path that is not the first child at each depth and check the next logits."""
     from refengine.engine import Engine
     from refengine.request import Request
-    from refengine.tree import build
+    from refengine.tree import build_from_logprobs
 
     target, drafter = rand_pair
     engine = Engine(target, drafter, capacity=128)
     prompt = prompts(1, seed=5)[0] + [1, 2, 3]
     req = Request(prompt, Sampling(), 50, frozenset())
-    engine.prefill(req, True)
-    tree = build(req.root, torch.randn(5, 256).log_softmax(-1), 40, 4)
+    engine.prefill(req, True, row=0)
+    tree = build_from_logprobs(req.root, torch.randn(5, 256).log_softmax(-1), 40, 4)
     node = max(n for n in range(len(tree.tokens)) if tree.depths[n] >= 2)  # the last popped deep node
     path = []
     while node >= 0:
         path.insert(0, node)
         node = tree.parents[node]
     assert path != list(range(len(path)))  # a side branch, so compaction really moves entries
-    ids = torch.tensor(tree.tokens)
-    engine.verify(ids, req.start + torch.tensor(tree.depths), torch.from_numpy(tree.visible()))
-    engine.tcache.commit(0, torch.tensor(path))
+    ids = torch.tensor([tree.tokens])
+    engine.verify(ids, req.start + torch.tensor([tree.depths]), torch.from_numpy(tree.visible())[None])
+    engine.tcache.compact([path])
     seq = prompt + [tree.tokens[n] for n in path]
-    nxt = engine.decode(7, len(seq))
+    nxt = engine.decode(torch.tensor([7]), torch.tensor([len(seq)]))[0]
     want = target(torch.tensor([seq + [7]]), torch.arange(len(seq) + 1)[None])[0][0, -1]
     torch.testing.assert_close(nxt, want, atol=1e-5, rtol=0)
 

@@ -1,4 +1,4 @@
-"""CUDA paths: bf16 and CUDA graphs. Skipped without a GPU (tests/conftest.py); not yet run on an H200."""
+"""CUDA paths: bf16, CUDA graphs, and graphs over batches. Skipped without a GPU (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,12 @@ import pytest
 import torch
 from engine_prompts import prompts
 
+from refengine.batch import generate_all
 from refengine.engine import Engine
 from refengine.pair import echo_pair, random_pair
 from refengine.plan import Plan
+from refengine.request import Request
+from refengine.sampling import Sampling
 
 ARMS = ["ar", "linear-b16", "chain-b15", "tree-b15-k8"]
 
@@ -57,3 +60,20 @@ def test_graph_replay_follows_cache_lengths():
     out = engine.generate(seq, Plan("ar"), max_tokens=10)
     want = Engine(target, None, capacity=64).generate(seq, Plan("ar"), max_tokens=10)
     assert out.tokens == want.tokens
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("arm", ARMS + ["tree-b31-k4"])
+def test_graphed_batches_give_the_solo_tokens_fp32(arm):
+    """Batches of every size (padded to the captured buckets with idle rows) match solo eager runs."""
+    pair = _on_cuda(echo_pair(seed=0, mix=0.5, noise=2.0), torch.float32)
+    plan = Plan.parse(arm)
+    ps = prompts(11, seed=21)
+    solo = Engine(*pair, capacity=256)
+    want = [solo.generate(p, plan, max_tokens=20 + 3 * i).tokens for i, p in enumerate(ps)]
+    engine = Engine(*pair, capacity=256, graphs=True, batch=6)  # buckets 1, 2, 4, 6
+    reqs = [Request(list(p), Sampling(), 20 + 3 * i, frozenset()) for i, p in enumerate(ps)]
+    with torch.inference_mode():
+        generate_all(engine, reqs, plan, join_every=2)
+    assert [r.tokens for r in reqs] == want
+    assert {key[1] for key in engine._captured} >= {1, 2, 4, 6}

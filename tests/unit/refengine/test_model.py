@@ -48,7 +48,7 @@ def test_incremental_cache_matches_one_forward(rand_pair):
     parts = []
     for a, b in ((0, 7), (7, 8), (8, 20)):
         parts.append(target(ids[:, a:b], pos[:, a:b], cache=cache)[0])
-        cache.commit(0, b - a)
+        cache.advance([b - a])
     torch.testing.assert_close(torch.cat(parts, 1), full, atol=1e-4, rtol=0)
 
 

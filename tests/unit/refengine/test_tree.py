@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from refengine.tree import build, walk
+from refengine.tree import build_from_logprobs as build
+from refengine.tree import walk
 
 
 def _brute_force(logprobs: torch.Tensor, budget: int, topk: int, bonus: float) -> set[tuple[int, ...]]:

@@ -1,0 +1,201 @@
+"""Cross-check of two runs (SGLang-like against reference-engine-like) on the hand-computed run of
+handrun.py, each number worked out here by hand; and how compare_with is resolved or refused."""
+
+import json
+import shutil
+
+import pytest
+from handrun import MS, T0, hand_records, profile, rec, write_hand_run
+
+from analysis import crosscheck
+from analysis.__main__ import main as analysis_main
+from analysis.analyze import analyze, write_tables
+from analysis.crosscheck import CrossCheckError
+
+SGLANG = {"kind": "sglang", "runtime": "local", "version": "0.5.15"}
+WORDS = ["a", "b", "c", "d", "e", "f", "x", "y"]
+
+
+@pytest.fixture
+def target(tmp_path):
+    """A target directory with a whitespace word tokenizer: one token per word of the hand texts."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    d = tmp_path / "target"
+    d.mkdir()
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(["<unk>"] + WORDS)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.save(str(d / "tokenizer.json"))
+    return str(d)
+
+
+def _other_records():
+    """The reference-engine side: ar's request B ends 'x y' instead of 'c d'; tree's request F took
+    2 verify steps instead of 3."""
+    ar, tree = hand_records()
+    ar[2] = rec("ar", "B", 300, [(350, "", 0), (420, "a", 1), (480, " b", 1), (520, " x", 1), (600, " y", 1)], 620, 4)
+    tree[1].spec = {**tree[1].spec, "spec_verify_ct": 2}
+    return ar, tree
+
+
+def _pair(tmp_path, target, other_prof=None, **this_over):
+    """(this run: SGLang-like, other run: reference-engine-like); ar's window in the other run is 2 s."""
+    other = write_hand_run(tmp_path / "ref", prof=other_prof or profile(models={"target": target, "drafter": "d"}),
+                           ar=_other_records()[0], tree=_other_records()[1])
+    status = other / "ar" / "c1-r1" / "status.json"
+    st = json.loads(status.read_text())
+    st["window_end_ns"] = T0 + 2000 * MS
+    status.write_text(json.dumps(st))
+    over = {"backend": SGLANG, "models": {"target": target, "drafter": "d"}, "compare_with": str(other)}
+    over.update(this_over)
+    this = write_hand_run(tmp_path / "sgl", prof=profile(**over))
+    return this, other
+
+
+def test_hand_computed_table(tmp_path, target):
+    this, _ = _pair(tmp_path, target)
+    a = analyze(this, bootstrap=50)
+    x = a.crosscheck
+    rows = x.arms.set_index("arm")
+    assert list(rows.index) == ["ar", "tree-b4-k2"]
+    ar, tree = rows.loc["ar"], rows.loc["tree-b4-k2"]
+    # τ: ar 1 by definition; tree (4 + 6) / (1 + 3) = 2.5 here, (4 + 6) / (1 + 2) = 10/3 there
+    assert ar["tau_this"] == ar["tau_other"] == 1 and ar["tau_gap_pct"] == 0
+    assert tree["tau_this"] == pytest.approx(2.5) and tree["tau_other"] == pytest.approx(10 / 3)
+    assert tree["tau_gap_pct"] == pytest.approx(-25.0)
+    assert not tree["tau_within_tolerance"] and ar["tau_within_tolerance"]
+    assert tree["n_this"] == tree["n_other"] == 2
+    # outputs: A 'a b c d' both sides; B 'a b c d' vs 'a b x y' -> common prefix 'a b ' (4 chars, 2 words)
+    assert (ar["pairs"], ar["identical"], ar["agreement_rate"]) == (2, 1, 0.5)
+    assert ar["prefix_chars_mean"] == pytest.approx((7 + 4) / 2)
+    assert ar["prefix_fraction_mean"] == pytest.approx((1 + 4 / 7) / 2)
+    assert ar["prefix_tokens_mean"] == pytest.approx((4 + 2) / 2)
+    assert ar["differing_prompts"] == "p1"
+    assert (tree["pairs"], tree["identical"], tree["agreement_rate"]) == (2, 2, 1.0)
+    assert tree["prefix_tokens_mean"] == pytest.approx((4 + 6) / 2)
+    # no /metrics scrape and no log in the hand run: the server's own τ is not there to read
+    assert tree["tau_server_this"] != tree["tau_server_this"]
+    # throughput at C=1: ar 8 tokens in 1 s here, in 2 s there; tree 10 tokens in 1 s on both
+    thr = x.throughput.set_index("arm")
+    assert thr.loc["ar", "throughput_this"] == pytest.approx(8)
+    assert thr.loc["ar", "throughput_other"] == pytest.approx(4)
+    assert thr.loc["ar", "ratio"] == pytest.approx(2.0)
+    assert thr.loc["tree-b4-k2", "ratio"] == pytest.approx(1.0)
+    sides = x.sides.set_index("side")
+    assert sides.loc["this", "label"] == "SGLang 0.5.15" and sides.loc["other", "label"] == "reference engine"
+    assert sides.loc["this", "backend"] == "sglang" and sides.loc["other", "backend"] == "refengine"
+    assert x.notes == []
+
+
+def test_tables_are_written_and_removed(tmp_path, target):
+    this, other = _pair(tmp_path, target)
+    write_tables(analyze(this, bootstrap=20))
+    t = this / "tables"
+    for name in crosscheck.TABLE_NAMES:
+        assert (t / f"{name}.csv").is_file() and (t / f"{name}.parquet").is_file()
+    assert "tree-b4-k2" in (t / "crosscheck.csv").read_text()
+    # analysed alone (the other run has no compare_with): no cross-check table, and none left over
+    shutil.copytree(t, other / "tables")
+    a = analyze(other, bootstrap=20)
+    assert a.crosscheck is None
+    write_tables(a)
+    assert not list((other / "tables").glob("crosscheck*"))
+
+
+def test_missing_arm_is_noted_not_compared(tmp_path, target):
+    only_ar = profile(models={"target": target, "drafter": "d"}, arms=[{"id": "ar", "kind": "ar"}])
+    this, other = _pair(tmp_path, target, other_prof=only_ar)
+    shutil.rmtree(other / "tree-b4-k2")
+    x = analyze(this, bootstrap=20).crosscheck
+    assert list(x.arms["arm"]) == ["ar"] and list(x.throughput["arm"]) == ["ar"]
+    assert "arm(s) only in this run, not compared: tree-b4-k2" in x.notes
+
+
+def test_arm_of_another_shape_is_refused(tmp_path, target):
+    arms = [{"id": "ar", "kind": "ar"}, {"id": "tree-b4-k2", "kind": "tree", "block_size": 4, "budget": 4, "topk": 3}]
+    this, _ = _pair(tmp_path, target, other_prof=profile(models={"target": target, "drafter": "d"}, arms=arms))
+    x = analyze(this, bootstrap=20).crosscheck
+    tree = x.arms.set_index("arm").loc["tree-b4-k2"]
+    assert tree["tau_this"] != tree["tau_this"] and "(kind, block, budget, top-k)" in tree["note"]
+    assert list(x.throughput["arm"]) == ["ar"]
+
+
+def test_different_drafter_is_refused_naming_it(tmp_path, target):
+    this, _ = _pair(tmp_path, target, other_prof=profile(models={"target": target, "drafter": "d2"}))
+    x = analyze(this, bootstrap=20).crosscheck
+    assert x.throughput.empty and x.arms["tau_this"].isna().all()
+    assert ("refusing to compare tree-b4-k2 across the two runs at C=1: drafter differs ('d' vs 'd2')"
+            in x.notes)
+
+
+def test_backend_switches_may_differ(tmp_path, target):
+    this, _ = _pair(tmp_path, target, runtime={"attention_backend": "triton", "page_size": 1,
+                                               "extra_args": ["--sampling-backend", "pytorch"]})
+    x = analyze(this, bootstrap=20).crosscheck
+    assert x.arms["tau_this"].notna().all() and len(x.throughput) == 2
+
+
+def test_no_compare_with_means_no_crosscheck(hand_run):
+    assert analyze(hand_run, bootstrap=20).crosscheck is None
+
+
+def test_bad_compare_with_names_the_field(tmp_path):
+    run = write_hand_run(tmp_path, prof=profile(compare_with="results/no-such-profile-here"))
+    with pytest.raises(CrossCheckError, match=r"manifest\.json: profile\.compare_with 'results/no-such-profile-here': "
+                                              r".*no-such-profile-here is not a directory"):
+        analyze(run, bootstrap=20)
+
+
+def test_cli_reports_a_bad_compare_with(hand_run, tmp_path, capsys):
+    assert analysis_main([str(hand_run), "--compare-with", str(tmp_path / "nope"), "--bootstrap", "20"]) == 2
+    err = capsys.readouterr().err
+    assert "--compare-with" in err and "is not a directory" in err
+
+
+def test_cli_prints_the_crosscheck(tmp_path, target, capsys):
+    this, other = _pair(tmp_path, target, compare_with=None)
+    assert analysis_main([str(this), "--compare-with", str(other), "--bootstrap", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "cross-check: A = SGLang 0.5.15 (this run), B = reference engine" in out
+    assert "tau  2.50 vs  3.33 (-25.0%)  outputs identical 2/2" in out
+
+
+def _fake_run(d, ended="2026-01-01T00:00:00+00:00", tables=False):
+    d.mkdir(parents=True)
+    (d / "manifest.json").write_text(json.dumps({"ended": ended}))
+    if tables:
+        (d / "tables").mkdir()
+    return d
+
+
+def test_profile_dir_resolves_to_newest_finished_run(tmp_path):
+    root = tmp_path / "results" / "h200-tiny"
+    _fake_run(root / "20261101T000000Z-aaaaaa")
+    newest_done = _fake_run(root / "20261102T000000Z-bbbbbb", ended=None, tables=True)
+    _fake_run(root / "20261103T000000Z-cccccc", ended=None)        # still running (or killed)
+    (root / "notes").mkdir()
+    assert crosscheck.locate(tmp_path / "this", None, root) == newest_done
+    assert crosscheck.locate(tmp_path / "this", None, newest_done) == newest_done
+
+
+def test_relative_compare_with_is_from_the_repo_root(tmp_path, monkeypatch):
+    import ddbench.profile
+    monkeypatch.setattr(ddbench.profile, "REPO_ROOT", tmp_path)
+    run = _fake_run(tmp_path / "results" / "h200-tiny" / "20261101T000000Z-aaaaaa")
+    assert crosscheck.locate(tmp_path / "x", "results/h200-tiny", None) == run
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda root: root.mkdir(parents=True), "holds no manifest.json and no run directory with one"),
+    (lambda root: _fake_run(root / "20261101T000000Z-aaaaaa", ended=None), "none of the 1 run"),
+])
+def test_unusable_compare_with_is_refused(tmp_path, make, match):
+    root = tmp_path / "results" / "p"
+    make(root)
+    with pytest.raises(CrossCheckError, match=match):
+        crosscheck.locate(tmp_path / "this", str(root), None)
+
+
+def test_compare_with_itself_is_refused(hand_run):
+    with pytest.raises(CrossCheckError, match="is this run itself"):
+        crosscheck.locate(hand_run, None, hand_run)

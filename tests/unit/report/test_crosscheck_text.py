@@ -1,0 +1,70 @@
+"""The cross-check's generated text, from tables written by hand: the numbers it states, a gap line
+only where τ differs beyond 5%, and no cause it did not measure."""
+
+import pandas as pd
+
+from analysis.crosscheck import ARM_COLUMNS, THROUGHPUT_COLUMNS, CrossCheck
+from report.crosscheck import caveats, reading, title
+
+
+def _x(arms, thr=(), kinds=("sglang", "refengine"), labels=("SGLang 0.5.15", "reference engine")):
+    sides = pd.DataFrame({"side": ["this", "other"], "label": list(labels), "backend": list(kinds)})
+    return CrossCheck(sides, pd.DataFrame(arms, columns=ARM_COLUMNS),
+                      pd.DataFrame(list(thr), columns=THROUGHPUT_COLUMNS))
+
+
+def _arm(arm, kind, tx, ty, lo, hi, pairs=10, same=10):
+    gap = 100 * (tx / ty - 1)
+    return {"arm": arm, "kind": kind, "temperature": 0.0, "tau_this": tx, "tau_other": ty, "tau_gap_pct": gap,
+            "tau_gap_pct_lo": lo, "tau_gap_pct_hi": hi, "tau_within_tolerance": abs(gap) <= 5, "pairs": pairs,
+            "identical": same, "agreement_rate": same / pairs, "prefix_chars_mean": 100.0}
+
+
+def _plain(tex) -> str:
+    """TeX as escape() wrote it, with the ligature breaks in arm names taken out."""
+    return str(tex).replace("-{}", "-")
+
+
+ARMS = [_arm("ar", "ar", 1, 1, 0, 0, same=9), _arm("linear-b16", "linear", 3.0, 2.9, -1, 8),
+        _arm("tree-b15-k8", "tree", 4.4, 4.0, 4, 16, same=6)]
+THR = [{"arm": "ar", "concurrency": 1, "ratio": 0.8}, {"arm": "tree-b15-k8", "concurrency": 8, "ratio": 1.25}]
+
+
+def test_reading_states_the_numbers():
+    text = _plain(reading(_x(ARMS, THR)))
+    assert ("At T=0 and C=1, 1 of 2 speculative arms measured on both sides agree in $\\tau$ within 5\\% between "
+            "A (SGLang 0.5.15) and B (reference engine) (gap A/B$-$1: linear-b16 +3.4\\%, "
+            "tree-b15-k8 +10.0\\%).") in text
+    assert "identical for 25 of 30 paired requests (83.3\\%); per arm from 60.0\\% (tree-b15-k8) to 100.0\\% " \
+           "(linear-b16)" in text
+    assert "from 0.800$\\times$ (ar, C=1) to 1.250$\\times$ (tree-b15-k8, C=8)" in text
+
+
+def test_gap_line_only_beyond_tolerance_and_without_a_cause():
+    lines = [_plain(c) for c in caveats(_x(ARMS))]
+    assert len(lines) == 1
+    assert lines[0].startswith("$\\tau$ of tree-b15-k8 differs by +10.0\\% (95\\% CI 4.0--16.0\\%: the interval "
+                               "excludes 0): 4.40 on A against 4.00 on B")
+    assert lines[0].endswith("This run measured the gap, not its cause.")
+    for word in ("because", "due to", "caused by", "explained"):
+        assert word not in lines[0]
+
+
+def test_no_gap_line_when_all_agree():
+    assert caveats(_x(ARMS[:2])) == []
+
+
+def test_title_names_the_backends():
+    assert title(_x(ARMS)) == "Cross-check: SGLang vs reference engine"
+    same = _x(ARMS, kinds=("refengine", "refengine"), labels=("reference engine (r1)", "reference engine (r2)"))
+    assert title(same) == "Cross-check: reference engine (r1) vs reference engine (r2)"
+
+
+def test_nothing_measured_says_so():
+    text = reading(_x([{"arm": "ar", "kind": "ar", "note": "refused"}]))
+    assert "No speculative arm has $\\tau$ measured at C=1" in text and "No request pair at C=1" in text
+
+
+def test_sampled_runs_do_not_claim_greedy():
+    arms = [{**a, "temperature": 0.7} for a in ARMS]
+    assert _plain(reading(_x(arms))).startswith("At T=0.7 and C=1, 1 of 2 speculative arms")
