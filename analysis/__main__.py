@@ -1,9 +1,14 @@
-"""python -m analysis RUN_DIR: tidy tables, comparisons and trust checks into RUN_DIR/tables/."""
+"""python -m analysis RUN_DIR: tidy tables, comparisons and trust checks into RUN_DIR/tables/.
+
+With --compare-with OTHER (a run directory, or a profile's results directory: its newest finished
+run), or a compare_with in the run's profile, also the cross-check of the two runs (crosscheck*.csv)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+import pandas as pd
 
 from analysis import checks
 from analysis.analyze import BOOTSTRAP, analyze, write_tables
@@ -19,9 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-requests", type=int, default=checks.MIN_REQUESTS,
                     help="trust check: measured requests a cell needs (default %(default)s)")
+    ap.add_argument("--compare-with", metavar="OTHER",
+                    help="cross-check against this run (overrides the profile's compare_with)")
     a = ap.parse_args(argv)
     try:
-        res = analyze(a.run_dir, a.bootstrap, a.seed, a.min_requests)
+        res = analyze(a.run_dir, a.bootstrap, a.seed, a.min_requests, a.compare_with)
     except (IngestError, ManifestError, MismatchError, ValueError, FileNotFoundError) as e:
         print(f"analysis: {e}", file=sys.stderr)
         return 2
@@ -38,8 +45,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trust checks: {len(bad)} failed of {len(res.checks)}")
     for row in bad.itertuples():
         print(f"  FAIL {row.check} [{row.scope}]: {row.evidence}")
+    if res.crosscheck is not None:
+        _print_crosscheck(res.crosscheck)
     print(f"tables: {paths[0].parent}")
     return 0
+
+
+def _print_crosscheck(x) -> None:
+    this, other = x.label("this"), x.label("other")
+    print(f"cross-check: A = {this} (this run), B = {other} ({x.sides.iloc[1]['path']})")
+    for r in x.arms.itertuples():
+        tau = (f"tau {r.tau_this:5.2f} vs {r.tau_other:5.2f} ({r.tau_gap_pct:+.1f}%)"
+               if pd.notna(r.tau_this) and pd.notna(r.tau_other) else "tau --")
+        agree = f"outputs identical {r.identical:.0f}/{r.pairs:.0f}" if pd.notna(r.agreement_rate) else "outputs --"
+        print(f"  {r.arm:>16} C=1 {tau}  {agree}")
+    for r in x.throughput.itertuples():
+        print(f"  {r.arm:>16} C={r.concurrency:<4} {r.throughput_this:10.1f} vs {r.throughput_other:10.1f} tok/s"
+              f"  ratio {r.ratio:.3f}")
+    for n in x.notes:
+        print(f"  note: {n}")
 
 
 if __name__ == "__main__":

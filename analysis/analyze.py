@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import checks, compare, correctness, ingest, metrics
-from ddbench.results import write_bytes_atomic
+from analysis import checks, compare, correctness, crosscheck, ingest, metrics
+from ddbench.results import TABLES, write_bytes_atomic
 
 BOOTSTRAP = 1000
 SLIM = ["arm", "concurrency", "repetition", "warmup", "ok", "in_window", "category", "max_tokens", "temperature",
@@ -32,6 +32,7 @@ class Analysis:
     boots: dict = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    crosscheck: crosscheck.CrossCheck | None = None   # against the run named by compare_with
 
     @property
     def kinds(self) -> dict[str, str]:
@@ -39,9 +40,14 @@ class Analysis:
 
 
 def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
-            min_requests: int = checks.MIN_REQUESTS) -> Analysis:
+            min_requests: int = checks.MIN_REQUESTS, compare_with: str | Path | None = None,
+            cross: bool = True) -> Analysis:
+    """compare_with (a path, as given on a command line) overrides the profile's compare_with;
+    cross=False analyses the run alone (the other side of a cross-check is analysed so)."""
     t0 = time.perf_counter()
     run = ingest.load(path)
+    # a bad compare_with fails before the long part, naming the field it came from
+    other_path = crosscheck.locate(run.path, run.profile.compare_with, compare_with) if cross else None
     kinds = {a.id: a.kind for a in run.profile.arms}
     unknown = sorted(set(run.requests["arm"].astype(str)) - set(kinds))
     if unknown:
@@ -61,8 +67,13 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     categories = compare.per_category(run, slim, cells, boots)
     lossless, note = correctness.lossless(run.profile, req)
     trust = checks.run_checks(run, req, cells, lossless, min_requests)
-    return Analysis(run, req, cells, summary, speedups, decomposition, categories, lossless, note, trust,
-                    boots, refusals + more, time.perf_counter() - t0)
+    res = Analysis(run, req, cells, summary, speedups, decomposition, categories, lossless, note, trust,
+                   boots, refusals + more)
+    if other_path is not None:
+        other = analyze(other_path, bootstrap, seed, min_requests, cross=False)
+        res.crosscheck = crosscheck.cross_check(res, other)
+    res.seconds = time.perf_counter() - t0
+    return res
 
 
 def write_tables(a: Analysis) -> list[Path]:
@@ -72,9 +83,15 @@ def write_tables(a: Analysis) -> list[Path]:
               "speedups": a.speedups, "decomposition": a.decomposition, "categories": a.categories,
               "lossless": a.lossless, "checks": a.checks, "server_log": a.run.log, "server_metrics": a.run.server,
               "telemetry": a.run.telemetry}
+    if a.crosscheck is not None:
+        tables.update(a.crosscheck.tables())
+    else:    # a cross-check table left by an earlier analysis would describe a comparison not made now
+        for name in crosscheck.TABLE_NAMES:
+            for suffix in (".parquet", ".csv"):
+                (a.run.path / TABLES / f"{name}{suffix}").unlink(missing_ok=True)
     for name, df in tables.items():
         df = _plain(df)
-        pq = a.run.path / "tables" / f"{name}.parquet"
+        pq = a.run.path / TABLES / f"{name}.parquet"
         write_bytes_atomic(pq, df.to_parquet(index=False))
         if name != "requests":
             write_bytes_atomic(pq.with_suffix(".csv"), df.to_csv(index=False).encode())

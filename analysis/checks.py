@@ -121,21 +121,33 @@ def _tau_consistency(run: Run, req: pd.DataFrame, cell, scope, kinds) -> Check:
         return Check(name, scope, NA, "requests carry no spec_verify_ct (spec details not returned)")
     # the /metrics scrape brackets the whole cell, warmup included: so does the client side here
     client = r["completion_tokens"].sum() / steps
-    s = run.server
-    s = s[(s["arm"] == key[0]) & (s["concurrency"] == key[1]) & (s["repetition"] == key[2])].set_index("metric")
-    gen, ver = "sglang:generation_tokens_total", "sglang:spec_verify_calls_total"
-    if gen in s.index and ver in s.index and s.loc[ver, "delta"] and s.loc[ver, "delta"] > 0:
-        server, source = s.loc[gen, "delta"] / s.loc[ver, "delta"], "/metrics counters differenced over the cell"
-    else:
-        lines = run.log[(run.log["arm"] == key[0]) & (run.log["concurrency"] == key[1])
-                        & (run.log["repetition"] == key[2]) & (run.log["kind"] == "decode")]["accept_len"].dropna()
-        if lines.empty:
-            return Check(name, scope, NA, f"client tau {client:.3f}; no server-side counter or log line to compare")
-        server, source = float(lines.mean()), f"mean 'accept len' of {len(lines)} Decode batch lines"
+    server, source = server_tau(run, key[0], key[1], [key[2]])
+    if np.isnan(server):
+        return Check(name, scope, NA, f"client tau {client:.3f}; no server-side counter or log line to compare")
     rel = abs(server - client) / client
     return Check(name, scope, PASS if rel <= TAU_TOLERANCE else FAIL,
                  f"server {server:.3f} ({source}) vs client {client:.3f} (sum completion_tokens / sum "
                  f"spec_verify_ct): {100 * rel:.1f}% apart (limit {100 * TAU_TOLERANCE:.0f}%)")
+
+
+def server_tau(run: Run, arm: str, c: int, reps: list[int]) -> tuple[float, str]:
+    """τ as the server itself reports it over the given cells of one arm: its /metrics counters
+    differenced over each cell (Σ generated tokens / Σ verify calls), else the mean 'accept len' of its
+    Decode batch log lines. (nan, '') when it reports neither."""
+    s = run.server
+    s = s[(s["arm"] == arm) & (s["concurrency"] == c) & s["repetition"].isin(reps)]
+    gen = s.loc[s["metric"] == "sglang:generation_tokens_total", "delta"]
+    ver = s.loc[s["metric"] == "sglang:spec_verify_calls_total", "delta"]
+    # every cell must have both counters: a sum over some cells only would mix windows
+    if len(gen) == len(ver) == len(reps) and gen.notna().all() and ver.notna().all() and ver.sum() > 0:
+        where = "the cell" if len(reps) == 1 else f"each of {len(reps)} cells"
+        return float(gen.sum() / ver.sum()), f"/metrics counters differenced over {where}"
+    log = run.log
+    lines = log[(log["arm"] == arm) & (log["concurrency"] == c) & log["repetition"].isin(reps)
+                & (log["kind"] == "decode")]["accept_len"].dropna()
+    if lines.empty:
+        return float("nan"), ""
+    return float(lines.mean()), f"mean 'accept len' of {len(lines)} Decode batch lines"
 
 
 def _clean_start(run: Run, cells: pd.DataFrame, cell, scope) -> Check:

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from analysis import prom, serverlog
 from analysis.manifest import Manifest, load_manifest
 from ddbench.records import CellStatus, RequestRecord
-from ddbench.results import SERVER_LOG, STATUS, RunDir
+from ddbench.results import SERVER_LOG, STATUS, RunDir, read_record_text, record_files
 
 CELL = ["arm", "concurrency", "repetition"]
 _REQUIRED = {"request_id", "arm", "concurrency", "repetition", "warmup", "prompt_id", "category", "worker",
@@ -70,7 +70,7 @@ def load(path: str | Path) -> Run:
     for arm, c, r, cdir in rd.cells():
         arms.add(arm)
         cells.append(_status(cdir, arm, c, r))
-        for f in sorted(cdir.glob("requests-*.jsonl")):
+        for f in record_files(cdir):
             t = _read_requests(f, arm, c, r)
             if t.num_rows:
                 tables.append(t)
@@ -153,7 +153,7 @@ def _check_cell(path: Path, t: pa.Table, arm: str, c: int, r: int) -> None:
 
 def _read_requests_slow(path: Path, arm: str, c: int, r: int) -> pa.Table:
     rows = []
-    for n, line in enumerate(path.read_text().splitlines(), start=1):
+    for n, line in enumerate(read_record_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -300,7 +300,7 @@ def _telemetry(path: Path, arm: str, c: int, r: int) -> pd.DataFrame:
     if not path.is_file():
         return pd.DataFrame()
     rows = []
-    for n, line in enumerate(path.read_text().splitlines(), start=1):
+    for n, line in enumerate(read_record_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:

@@ -34,6 +34,8 @@ CATEGORIES = {"code": 0.80, "math": 0.75, "chat": 0.55}
 WORDS = ("the", "tree", "drafts", "tokens", "and", "verifies", "them", "in", "one", "step", "while",
          "chain", "accepts", "fewer", "per", "forward", "so", "speed", "depends", "on", "both")
 MODEL = "tiny-target"
+SGLANG = {"kind": "sglang", "runtime": "docker", "image": "lmsysorg/sglang:v0.5.23", "version": "0.5.23"}
+REFENGINE = {"kind": "refengine", "runtime": "local"}
 DDTREE_LOG = ("DDTree window, steps: {steps}, avg tree nodes: {nodes:.2f}, "
               "avg accepted depth: {depth:.2f}, avg commit length: {commit:.2f}")
 
@@ -60,6 +62,9 @@ class Plan:
     profile_name: str = "synth-tiny"
     dtype: str = "bfloat16"
     gpus: int = 1
+    backend: dict = field(default_factory=lambda: dict(SGLANG))   # e.g. REFENGINE for the other side
+    compare_with: str | None = None       # profile field: the run to cross-check against
+    acceptance_shift: float = 0.0         # added to every category's draft acceptance (a τ gap)
 
 
 def write_run(root: Path, plan: Plan | None = None, run_id: str = "20261129T080000Z-synth0") -> Path:
@@ -78,10 +83,12 @@ def write_run(root: Path, plan: Plan | None = None, run_id: str = "20261129T0800
 
 def _profile(plan: Plan) -> Profile:
     spec = any(a["kind"] != "ar" for a in plan.arms)
+    extra = {"compare_with": plan.compare_with} if plan.compare_with else {}
     return Profile.model_validate({
+        **extra,
         "name": plan.profile_name,
         "description": "synthetic run for tests: every number is simulated",
-        "backend": {"kind": "sglang", "runtime": "docker", "image": "lmsysorg/sglang:v0.5.23", "version": "0.5.23"},
+        "backend": plan.backend,
         "models": {"target": "models/tiny-target", "drafter": "models/tiny-drafter" if spec else None},
         "placement": {"device": "cuda", "gpus": list(range(plan.gpus)), "tp_size": plan.gpus},
         "runtime": {"dtype": plan.dtype, "overlap_scheduler": False, "max_running_requests": max(plan.concurrency)},
@@ -117,9 +124,9 @@ class _Clock:
         return self.unix0 + (ns - self.ns0) / 1e9
 
 
-def _acceptance(arm: dict, category: str) -> float:
+def _acceptance(arm: dict, category: str, shift: float = 0.0) -> float:
     """Chance a drafted token is accepted: a tree of more nodes accepts more."""
-    p = CATEGORIES[category]
+    p = CATEGORIES[category] + shift
     if arm["kind"] == "tree":
         return min(0.93, p + 0.04 * math.log2(arm["topk"]))
     return p
@@ -220,7 +227,7 @@ def _request(plan, arm, c, r, user, k, pid, cat, words, t, step_ns, depth_cap, n
         out_words[n_max // 2:] = ["diverged"] * (n_max - n_max // 2)
     chunks = [{"t_ns": send + ttft, "text": out_words[0], "tokens": 1}]
     tnow, done, steps = send + ttft, 1, []
-    p = _acceptance(arm, cat)
+    p = _acceptance(arm, cat, plan.acceptance_shift)
     depths = (np.zeros(n_max, dtype=int) if kind == "ar" else _sample_depth(rng, p, depth_cap, n_max))
     gaps = rng.lognormal(0, 0.08, size=n_max) * step_ns
     hist_depth = [0] * (depth_cap + 1)
@@ -324,11 +331,12 @@ def _write_manifest(run: Path, plan: Plan, profile: Profile, clock: _Clock) -> N
         "host": {"cpu": "Synthetic CPU @ 2.0GHz", "cores": 16, "memory_bytes": 128 * 2**30,
                  "os": "Linux 6.8 (synthetic)", "gpus": [{"name": "NVIDIA H200", "memory_bytes": 141 * 10**9}]
                  * plan.gpus, "driver": "580.00"},
-        "packages": {"ddbench": "0.1.0", "sglang": "0.5.23", "torch": "2.14.1", "locust": "2.47.0"},
+        "packages": {"ddbench": "0.1.0", "torch": "2.14.1", "locust": "2.47.0",
+                     **({"sglang": profile.backend.version} if profile.backend.kind == "sglang" else {})},
         "seeds": {"load": plan.seed},
         "started": datetime.fromtimestamp(clock.start_unix, UTC).isoformat(),
         "ended": datetime.fromtimestamp(clock.unix(clock.ns), UTC).isoformat(),
-        "images": {"sglang": "lmsysorg/sglang:v0.5.23@sha256:" + "ab" * 32},
+        "images": ({"sglang": f"{profile.backend.image}@sha256:" + "ab" * 32} if profile.backend.image else {}),
         "prompt_set_digest": "cd" * 32,
         "synthetic": True,
     })

@@ -19,9 +19,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-build", type=Path, help="keep the .tex, figures and LaTeX logs in this directory")
     ap.add_argument("--bootstrap", type=int, default=BOOTSTRAP)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--compare-with", metavar="OTHER",
+                    help="add the cross-check against this run (overrides the profile's compare_with)")
     a = ap.parse_args(argv)
     try:
-        res = analyze(a.run_dir, a.bootstrap, a.seed)
+        res = analyze(a.run_dir, a.bootstrap, a.seed, compare_with=a.compare_with)
         write_tables(res)
         pdf, seconds = build(res, a.out, a.keep_build)
     except (IngestError, ManifestError, ValueError, FileNotFoundError, BuildError) as e:

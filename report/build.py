@@ -14,7 +14,7 @@ from markupsafe import Markup
 
 from analysis.analyze import Analysis
 from ddbench.results import write_bytes_atomic
-from report import figures, summary, tables
+from report import crosscheck, figures, summary, tables
 from report.tex import breakable, environment, escape
 
 
@@ -67,6 +67,7 @@ def context(a: Analysis, figs: dict[str, Path]) -> dict:
         "failures_count": len(failures), "failures": tables.checks(failures),
         "check_counts": tables.check_counts(a.checks), "all_checks": tables.checks(a.checks),
         "profile_lines": _profile_lines(p.model_dump(mode="json")),
+        "crosscheck": crosscheck.context(a),
     }
 
 

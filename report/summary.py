@@ -5,6 +5,7 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from analysis.analyze import Analysis
+from report import crosscheck
 from report.tex import ci, escape, num
 
 
@@ -55,6 +56,9 @@ def sentences(a: Analysis) -> list[Markup]:
                    f"{num(100 * worst['match_rate'], 1)}\\% ({escape(worst['arm'])}).")
     elif a.lossless_note:
         out.append(f"Lossless check: not applicable ({escape(a.lossless_note)}).")
+    xc = crosscheck.summary_sentence(a)
+    if xc is not None:
+        out.append(xc)
     bad = a.checks[a.checks["status"] == "fail"]
     out.append(f"Trust checks: \\textbf{{{len(bad)} failed}} of {len(a.checks)}"
                + (" (listed first in Section~\\ref{sec:trust})." if len(bad) else "."))

@@ -1,0 +1,319 @@
+"""Cross-check of one run against another run of the same experiment on another backend
+(SGLang against the reference engine): per arm, τ at T=0 and C=1, greedy-output agreement, and
+throughput side by side.
+
+Both sides go through the same code: τ is the token-weighted Σ N / Σ verify steps of
+analysis.metrics over the requests' spec_verify_ct (sglext spec_tokens_details), beside the
+τ the server itself reports (/metrics counters or log lines, analysis.checks.server_tau).
+Only the backend and the switches that only one server has may differ; the model pair,
+workload, load plan, dtype, device and CUDA graphs must match (analysis.compare's rule), or
+the arm is refused with the condition named.
+
+Records carry streamed text, not token ids: outputs are compared as text, and the shared
+prefix is measured in characters and, where the target's tokenizer.json is at hand, in tokens
+of the prefix text retokenized (a cross-check: a prefix cut inside a token can count one off).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from analysis import checks, compare, metrics, stats
+from analysis.compare import MismatchError, Side
+from ddbench.profile import repo_path
+from ddbench.results import MANIFEST, TABLES, read_json
+
+if TYPE_CHECKING:  # analysis.analyze imports this module
+    from analysis.analyze import Analysis
+
+TAU_TOLERANCE = 0.05     # the same algorithm on two engines: τ should agree within a few percent
+# conditions of analysis.compare that may differ between the two sides: the backend under study and
+# the server switches that only one backend has (the reference engine has no attention backends)
+VARY = ("backend", "backend version", "image", "attention backend", "overlap scheduler", "page size",
+        "max running requests", "runtime env", "runtime args", "arm env", "arm args")
+ARM_COLUMNS = [
+    "arm", "kind", "temperature", "tau_this", "tau_this_lo", "tau_this_hi", "tau_other", "tau_other_lo", "tau_other_hi",
+    "tau_gap_pct", "tau_gap_pct_lo", "tau_gap_pct_hi", "tau_within_tolerance", "tau_server_this",
+    "tau_server_this_source", "tau_server_other", "tau_server_other_source", "n_this", "n_other",
+    "pairs", "identical", "agreement_rate", "prefix_chars_mean", "prefix_fraction_mean", "prefix_tokens_mean",
+    "unpaired_this", "unpaired_other", "differing_prompts", "note"]
+THROUGHPUT_COLUMNS = ["arm", "concurrency", "throughput_this", "throughput_other", "ratio", "ratio_lo", "ratio_hi",
+                      "tpot_ratio", "tpot_ratio_lo", "tpot_ratio_hi", "reps_this", "reps_other"]
+TABLE_NAMES = ("crosscheck", "crosscheck_throughput", "crosscheck_sides", "crosscheck_notes")
+
+
+class CrossCheckError(ValueError):
+    """A compare_with that names no usable run; the message names the field it came from."""
+
+
+@dataclass
+class CrossCheck:
+    sides: pd.DataFrame          # two rows, 'this' and 'other': which backend, version, run
+    arms: pd.DataFrame           # per arm present in both: τ at C=1, output agreement at C=1
+    throughput: pd.DataFrame     # per arm and concurrency both runs have
+    notes: list[str] = field(default_factory=list)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"crosscheck": self.arms, "crosscheck_throughput": self.throughput, "crosscheck_sides": self.sides,
+                "crosscheck_notes": pd.DataFrame({"note": self.notes}, dtype=object)}
+
+    def label(self, side: str) -> str:
+        return str(self.sides.set_index("side").loc[side, "label"])
+
+
+# ---------------------------------------------------------------------------------------------------
+# which run to compare with
+
+def locate(run_path: Path, compare_with: str | None, override: str | os.PathLike | None) -> Path | None:
+    """The run to cross-check against: the override (a command-line path) if given, else the
+    profile's compare_with (relative to the repository root), else None."""
+    if override is not None:
+        where, target = "--compare-with", Path(override)
+    elif compare_with is not None:
+        where, target = f"{run_path / MANIFEST}: profile.compare_with", repo_path(compare_with)
+    else:
+        return None
+    shown = override if override is not None else compare_with
+    other = _run_in(target, f"{where} '{shown}'")
+    if other.resolve() == Path(run_path).resolve():
+        raise CrossCheckError(f"{where} '{shown}' is this run itself: name another run to cross-check against")
+    return other
+
+
+def _run_in(path: Path, where: str) -> Path:
+    """path itself when it is a run directory, else its newest finished run (run ids sort by start time)."""
+    if not path.is_dir():
+        raise CrossCheckError(f"{where}: {path} is not a directory (a run directory, or a profile's results "
+                              f"directory such as results/h200-tiny)")
+    if (path / MANIFEST).is_file():
+        return path
+    runs = sorted((d for d in path.iterdir() if d.is_dir() and (d / MANIFEST).is_file()), key=lambda d: d.name)
+    if not runs:
+        raise CrossCheckError(f"{where}: {path} holds no {MANIFEST} and no run directory with one")
+    done = [d for d in runs if _finished(d)]
+    if not done:
+        raise CrossCheckError(f"{where}: none of the {len(runs)} run(s) in {path} has finished (no {TABLES}/, and "
+                              f"no 'ended' in {MANIFEST}): {', '.join(d.name for d in runs)}")
+    return done[-1]
+
+
+def _finished(run: Path) -> bool:
+    """Analysed already, or its sweep ended without being interrupted."""
+    if (run / TABLES).is_dir():
+        return True
+    try:
+        m = read_json(run / MANIFEST)
+    except ValueError:
+        return False
+    return isinstance(m, dict) and bool(m.get("ended")) and not m.get("interrupted")
+
+
+# ---------------------------------------------------------------------------------------------------
+# the comparison
+
+def cross_check(this: Analysis, other: Analysis) -> CrossCheck:
+    notes: list[str] = []
+    ids_this = [a.id for a in this.run.profile.arms]
+    ids_other = {a.id for a in other.run.profile.arms}
+    common = [a for a in ids_this if a in ids_other]
+    for what, only in (("this run", [a for a in ids_this if a not in ids_other]),
+                       ("the other run", sorted(ids_other - set(ids_this)))):
+        if only:
+            notes.append(f"arm(s) only in {what}, not compared: {', '.join(only)}")
+    if not common:
+        notes.append("the two runs have no arm id in common")
+    levels = sorted(set(this.run.profile.load.concurrency) & set(other.run.profile.load.concurrency))
+    if 1 not in levels:
+        notes.append("C=1 is not in both load plans: no tau and no output agreement")
+    tok = _tokenizer(this.run.profile, notes)
+    rows, thr = [], []
+    for arm in common:
+        row = {"arm": arm, "kind": this.run.profile.arm(arm).kind}
+        refusal = _shape(this, other, arm)
+        if refusal:
+            notes.append(refusal)
+            rows.append({**row, "note": refusal})
+            continue
+        matched = _matched_levels(this, other, arm, levels, notes)
+        if 1 in matched:
+            parts = [_tau(this, other, arm), _agreement(this, other, arm, tok)]
+            for part in parts:
+                row.update(part)
+            row["note"] = "; ".join(p["note"] for p in parts if p.get("note")) or None
+        elif 1 in levels:
+            row["note"] = "conditions differ at C=1 (see the notes)"
+        rows.append(row)
+        thr.extend(_throughput(this, other, arm, matched, notes))
+    arms = pd.DataFrame(rows, columns=ARM_COLUMNS)
+    return CrossCheck(_sides(this, other), arms, pd.DataFrame(thr, columns=THROUGHPUT_COLUMNS), notes)
+
+
+def _shape(this: Analysis, other: Analysis, arm: str) -> str | None:
+    """Same id, same algorithm: kind, drafter block, tree budget and top-k must agree."""
+    def shape(a):
+        return a.kind, a.block_size, a.tree_budget, a.tree_topk
+    x, y = shape(this.run.profile.arm(arm)), shape(other.run.profile.arm(arm))
+    if x == y:
+        return None
+    return (f"refusing to compare {arm} across the two runs: it is (kind, block, budget, top-k) {x} in this run "
+            f"but {y} in the other")
+
+
+def _matched_levels(this: Analysis, other: Analysis, arm: str, levels: list[int], notes: list[str]) -> list[int]:
+    """The concurrency levels at which the arm ran under matched conditions on both sides; one
+    note per distinct reason for the others (naming the levels it applies to)."""
+    refused: dict[str, list[int]] = {}
+    ok = []
+    for c in levels:
+        try:
+            compare.require_matched(compare.conditions(this.run, arm, c), compare.conditions(other.run, arm, c),
+                                    "", VARY)
+            ok.append(c)
+        except MismatchError as e:
+            refused.setdefault(str(e).split(": ", 1)[1], []).append(c)
+    for because, cs in refused.items():
+        notes.append(f"refusing to compare {arm} across the two runs at C={', '.join(map(str, cs))}: {because}")
+    return ok
+
+
+def _ok_c1(a: Analysis, arm: str) -> tuple[pd.DataFrame, list[metrics.Boot]]:
+    return Side(a.run, a.cells, a.boots, arm).pooled(1)
+
+
+def _tau(this: Analysis, other: Analysis, arm: str) -> dict:
+    """Token-weighted τ at C=1 pooled over the repetitions that finished ok, each side with its
+    bootstrap interval, and the relative gap this/other − 1 with the interval of the ratio."""
+    (cx, bx), (cy, by) = _ok_c1(this, arm), _ok_c1(other, arm)
+    # as sent; the conditions matched, so the other side sent the same
+    sent = compare.conditions(this.run, arm, 1)["temperature"]
+    out: dict = {"n_this": int(cx["n"].sum()), "n_other": int(cy["n"].sum()), "temperature": float(max(sent))}
+    if cx.empty or cy.empty:
+        out["note"] = f"no cell at C=1 finished ok in {'this run' if cx.empty else 'the other run'}"
+        return out
+    tx, rx = metrics.ratio(bx, "step_tokens", "steps")
+    ty, ry = metrics.ratio(by, "step_tokens", "steps")
+    out["tau_this"], (out["tau_this_lo"], out["tau_this_hi"]) = tx, stats.interval(rx)
+    out["tau_other"], (out["tau_other_lo"], out["tau_other_hi"]) = ty, stats.interval(ry)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["tau_gap_pct"] = 100 * (tx / ty - 1)
+        lo, hi = stats.interval(100 * (rx / ry - 1))
+    out["tau_gap_pct_lo"], out["tau_gap_pct_hi"] = lo, hi
+    if np.isfinite(tx) and np.isfinite(ty):
+        out["tau_within_tolerance"] = bool(abs(tx / ty - 1) <= TAU_TOLERANCE)
+    else:
+        missing = " and ".join(w for w, t in (("this run", tx), ("the other run", ty)) if not np.isfinite(t))
+        out["note"] = f"tau not measured in {missing}: its records carry no spec_verify_ct"
+    for side, a, c in (("this", this, cx), ("other", other, cy)):
+        reps = [int(r) for r in c["repetition"]]
+        out[f"tau_server_{side}"], out[f"tau_server_{side}_source"] = checks.server_tau(a.run, arm, 1, reps)
+    return out
+
+
+def _measured_c1(a: Analysis, arm: str) -> pd.DataFrame:
+    """Measured requests of the arm's ok C=1 cells that completed, each keyed by (repetition,
+    prompt, occurrence of that prompt in the cell in send order)."""
+    ok_reps = a.cells[(a.cells["arm"] == arm) & (a.cells["concurrency"] == 1) & (a.cells["status"] == "ok")]
+    r = a.requests
+    r = r[(r["arm"] == arm) & (r["concurrency"] == 1) & ~r["warmup"].astype(bool) & r["ok"].astype(bool)
+          & r["repetition"].isin(ok_reps["repetition"].tolist())]
+    r = r[["repetition", "prompt_id", "send_ns", "temperature", "text"]].copy()
+    r["prompt_id"] = r["prompt_id"].astype(str)
+    r = r.sort_values(["repetition", "send_ns"], kind="stable")
+    r["occurrence"] = r.groupby(["repetition", "prompt_id"]).cumcount()
+    return r
+
+
+def _agreement(this: Analysis, other: Analysis, arm: str, tok) -> dict:
+    x, y = _measured_c1(this, arm), _measured_c1(other, arm)
+    key = ["repetition", "prompt_id", "occurrence"]
+    m = x.merge(y, on=key, suffixes=("_this", "_other"), how="inner")
+    out = {"pairs": len(m), "unpaired_this": len(x) - len(m), "unpaired_other": len(y) - len(m)}
+    if m.empty:
+        return out
+    if (m["temperature_this"] != 0).any() or (m["temperature_other"] != 0).any():
+        out["note"] = "sampling at temperature > 0: outputs may differ by design, agreement not computed"
+        return out
+    a, b = m["text_this"].astype(str).tolist(), m["text_other"].astype(str).tolist()
+    same = [u == v for u, v in zip(a, b, strict=True)]
+    prefix = [os.path.commonprefix([u, v]) for u, v in zip(a, b, strict=True)]
+    out["identical"] = sum(same)
+    out["agreement_rate"] = sum(same) / len(m)
+    out["prefix_chars_mean"] = float(np.mean([len(p) for p in prefix]))
+    out["prefix_fraction_mean"] = float(np.mean([len(p) / max(len(u), len(v), 1)
+                                                 for p, u, v in zip(prefix, a, b, strict=True)]))
+    if tok is not None:
+        out["prefix_tokens_mean"] = float(np.mean([len(tok.encode(p, add_special_tokens=False).ids)
+                                                   for p in prefix]))
+    bad = sorted({p for p, s in zip(m["prompt_id"], same, strict=True) if not s})
+    out["differing_prompts"] = ", ".join(bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else "")
+    return out
+
+
+def _tokenizer(profile, notes: list[str]):
+    """The target's tokenizer.json through the tokenizers package, or None (with a note saying why)."""
+    ref = profile.models.tokenizer or profile.models.target
+    path = repo_path(ref) / "tokenizer.json"
+    if not path.is_file():
+        notes.append(f"common prefix not counted in tokens: no tokenizer.json at {path} (characters only)")
+        return None
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        notes.append("common prefix not counted in tokens: the tokenizers package is not installed")
+        return None
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as e:  # a file the package cannot read leaves the character counts standing
+        notes.append(f"common prefix not counted in tokens: {path}: {type(e).__name__}: {e}")
+        return None
+
+
+def _throughput(this: Analysis, other: Analysis, arm: str, levels: list[int], notes: list[str]) -> list[dict]:
+    """Output tok/s of the arm on both sides at each matched level, and this/other with its CI."""
+    rows = []
+    for c in levels:
+        try:
+            s = compare.speedup(Side(this.run, this.cells, this.boots, arm),
+                                Side(other.run, other.cells, other.boots, arm), c, VARY)
+        except MismatchError as e:    # conditions matched: what is left is a side with no ok cell
+            notes.append(str(e).replace(f"{arm} with {arm}", f"{arm} (this run) with {arm} (other run)", 1))
+            continue
+        rows.append({"arm": arm, "concurrency": c, "throughput_this": s["throughput"],
+                     "throughput_other": s["baseline_throughput"], "ratio": s["speedup"], "ratio_lo": s["speedup_lo"],
+                     "ratio_hi": s["speedup_hi"], "tpot_ratio": s["tpot_ratio"], "tpot_ratio_lo": s["tpot_ratio_lo"],
+                     "tpot_ratio_hi": s["tpot_ratio_hi"], "reps_this": s["reps"], "reps_other": s["baseline_reps"]})
+    return rows
+
+
+def _sides(this: Analysis, other: Analysis) -> pd.DataFrame:
+    rows = [_side("this", this), _side("other", other)]
+    if rows[0]["label"] == rows[1]["label"]:    # same backend on both sides: tell them apart by run
+        key = "run_id" if rows[0]["run_id"] != rows[1]["run_id"] else "path"
+        for r in rows:
+            r["label"] += f" ({r[key]})"
+    return pd.DataFrame(rows)
+
+
+def _side(name: str, a: Analysis) -> dict:
+    m, p = a.run.manifest, a.run.profile
+    pk = m.packages
+    version = pk.get("sglang") or p.backend.version
+    label = f"SGLang {version}" if p.backend.kind == "sglang" and version else \
+        "SGLang" if p.backend.kind == "sglang" else "reference engine"
+    images = m.images.items() if isinstance(m.images, dict) else enumerate(m.images)
+    try:
+        path = a.run.path.resolve().relative_to(repo_path(".").resolve())
+    except ValueError:
+        path = a.run.path
+    return {"side": name, "label": label, "backend": p.backend.kind, "runtime": p.backend.runtime,
+            "version": version, "image": p.backend.image, "profile": p.name, "run_id": a.run.path.name,
+            "path": str(path), "git_sha": m.git.sha, "git_dirty": m.git.dirty,
+            "gpus": ", ".join(str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in m.host.gpus),
+            "dtype": p.runtime.dtype, "packages": ", ".join(f"{k} {v}" for k, v in sorted(pk.items())),
+            "images": ", ".join(f"{k}: {v}" for k, v in images)}

@@ -1,0 +1,180 @@
+"""Build the H200 bundles: pinned PyPI wheels -> trimmed site tree -> deterministic tar.xz parts.
+
+    python -m containers.h200.bundle lock LAYER     # re-resolve LAYER.in into LAYER.lock
+    python -m containers.h200.bundle build LAYER    # wheels (cached) -> .h200/LAYER/ + LAYER.manifest.json
+    just h200-bundle LAYER                          # the same build
+
+The archive goes to .h200/build/LAYER.tar.xz and its parts (each at most the layer's part size,
+so that one `run` call can carry one) to .h200/LAYER/; carry that folder. The manifest
+(containers/h200/LAYER.manifest.json) lists each wheel (version, sha256, size, what a trim
+dropped), the archive's sha256 and size, and each part's: containers/h200/setup.sh checks them
+on the device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from containers.h200 import archive, lock
+from containers.h200.layers import LAYERS, PYTHON_VERSION, Layer, canonical, layer
+from ddbench.profile import REPO_ROOT
+
+BUNDLE_ROOT = REPO_ROOT / ".h200"
+CALL_LIMIT = 64 * 2**20  # what one `run` call copies to the device, carried paths included
+
+
+def below_pins(lay: Layer) -> list[lock.Pin]:
+    out = []
+    for name in lay.below:
+        out += lock.read(layer(name).lockfile)
+    return out
+
+
+def make_lock(lay: Layer) -> Path:
+    pins, left_out = lock.resolve(lay, below_pins(lay))
+    text = lock.format_lock(lay, pins, left_out)
+    tmp = lay.lockfile.with_name(f".{lay.lockfile.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(lay.lockfile)
+    return lay.lockfile
+
+
+def trimmed(lay: Layer, pin: lock.Pin, wheel: Path) -> tuple[list[archive.Entry], dict]:
+    """A wheel's installed files after the layer's trims, and its manifest record."""
+    entries, elsewhere = archive.wheel_entries(wheel, pin.key)
+    rules = lay.trims_for(pin.name)
+    kept = [e for e in entries if not any(r.removes(e.path) for r in rules)]
+    removed = [e for e in entries if any(r.removes(e.path) for r in rules)]
+    record = {
+        "name": pin.name, "version": pin.version, "filename": pin.filename, "sha256": pin.sha256,
+        "size": wheel.stat().st_size, "files": len(kept), "unpacked_bytes": sum(e.size for e in kept),
+    }
+    if canonical(pin.name) in {canonical(n) for n in lay.alone}:
+        record["requires_checked"] = False  # taken alone on purpose: most of its Requires-Dist is never imported
+    if elsewhere:
+        record["not_installed"] = archive.collapse(elsewhere, [])
+    if rules:
+        record["trim"] = [r.why for r in rules]
+        record["dropped"] = archive.collapse([e.path for e in removed], [e.path for e in kept])
+        record["dropped_bytes"] = sum(e.size for e in removed)
+    return kept, record
+
+
+def build(lay: Layer, root: Path = BUNDLE_ROOT, manifest: Path | None = None,
+          extra: dict[str, bytes] | None = None, overlay: dict | None = None,
+          part_size: int | tuple[int, ...] | None = None) -> dict:
+    pins = lock.read(lay.lockfile)
+    wheels = lock.download(pins, root / "wheels")
+    entries, records = [], []
+    for pin in sorted(pins, key=lambda p: p.key):
+        kept, record = trimmed(lay, pin, wheels[pin.key])
+        entries += kept
+        records.append(record)
+    merged = archive.merge(entries)
+    out = root / "build" / f"{lay.name}.tar.xz"
+    stats = archive.write_tar_xz(merged, out, extra)
+    part_size = part_size or lay.part_size
+    parts = archive.split(out, part_size, root / lay.name)
+    doc = {
+        "layer": lay.name,
+        "python": f"cp{PYTHON_VERSION.replace('.', '')}",
+        "below": list(lay.below),
+        "lock": {"file": lay.lockfile.name, "sha256": lock.sha256_file(lay.lockfile)},
+        "wheels": records,
+        "archive": {"name": out.name, "sha256": archive.sha256_bytes_of(out), "size": out.stat().st_size,
+                    "xz_preset": archive.XZ_PRESET, **stats},
+        "part_size": part_size,
+        "parts_dir": f".h200/{lay.name}",
+        "parts": parts,
+        "overlay": overlay,
+        "smoke": list(lay.smoke),
+    }
+    path = manifest or lay.manifest
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+    return doc
+
+
+def resplit(lay: Layer, part_size: int | tuple[int, ...], root: Path = BUNDLE_ROOT) -> dict:
+    """Cut the built archive again (other part sizes) and update the manifest, without rebuilding."""
+    doc = json.loads(lay.manifest.read_text())
+    out = root / "build" / doc["archive"]["name"]
+    if not out.is_file() or archive.sha256_bytes_of(out) != doc["archive"]["sha256"]:
+        raise archive.BundleError(f"{out} is missing or is not the manifest's archive: build {lay.name} first")
+    doc["parts"] = archive.split(out, part_size, root / lay.name)
+    doc["part_size"] = part_size
+    tmp = lay.manifest.with_name(f".{lay.manifest.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    tmp.replace(lay.manifest)
+    return doc
+
+
+def travelling_bytes(repo: Path = REPO_ROOT) -> int | None:
+    """What a `run` call copies before any carried path: tracked and untracked, not ignored, files."""
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                             capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    total = 0
+    for name in set(out.decode(errors="replace").split("\0")) - {""}:
+        try:
+            total += (repo / name).stat().st_size
+        except OSError:
+            pass  # deleted in the work tree
+    return total
+
+
+def summary(doc: dict) -> str:
+    a = doc["archive"]
+    wheels = sum(w["size"] for w in doc["wheels"])
+    lines = [f"{doc['layer']}: {len(doc['wheels'])} wheels ({wheels / 1e6:.1f} MB) -> {a['files']} files "
+             f"({a['unpacked_bytes'] / 1e6:.1f} MB unpacked) -> {a['name']} {a['size'] / 1e6:.2f} MB, "
+             f"sha256 {a['sha256']}"]
+    lines += [f"  part {p['name']}: {p['size'] / 1e6:.2f} MB" for p in doc["parts"]]
+    lines.append(f"  carry {doc['parts_dir']} (or one part a call); "
+                 f"manifest containers/h200/{doc['layer']}.manifest.json")
+    tree = travelling_bytes()
+    if tree is not None:
+        lines.append(f"  the working tree that travels with every call is {tree / 1e6:.1f} MB now: "
+                     f"{(CALL_LIMIT - tree) / 1e6:.1f} MB of one call's 64 MiB are left for carried parts")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m containers.h200.bundle", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="verb", required=True)
+    for verb, text in (("lock", "re-resolve LAYER.in into LAYER.lock"), ("build", "build LAYER's archive"),
+                       ("split", "cut the built archive into other parts (no rebuild)")):
+        p = sub.add_parser(verb, help=text)
+        p.add_argument("layer", choices=sorted(LAYERS))
+        if verb != "lock":
+            p.add_argument("--part-size", metavar="MB[,MB...]",
+                           help="largest part in MB, or each part's in turn, the last repeating "
+                                "(default: the layer's, layers.py)")
+    a = ap.parse_args(argv)
+    lay = layer(a.layer)
+    try:
+        if a.verb == "lock":
+            print(f"wrote {make_lock(lay)}")
+        elif a.verb == "split" and not a.part_size:
+            raise archive.BundleError("split needs --part-size")
+        else:
+            size = None
+            if a.part_size:
+                caps = tuple(int(float(x) * 1e6) for x in a.part_size.split(","))
+                size = caps[0] if len(caps) == 1 else caps
+            print(summary(build(lay, part_size=size) if a.verb == "build" else resplit(lay, size or lay.part_size)))
+    except (lock.LockError, archive.BundleError) as e:
+        print(f"h200 bundle: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+"""Device side of the H200 bundles (standard library only: it runs before anything is unpacked).
+
+    python3 containers/h200/device.py setup LAYER...   # unpack into /tmp/site-LAYER; print `export PYTHONPATH=...`
+    python3 containers/h200/device.py status LAYER...  # which parts are here, which are missing
+
+Run from the repository root. A layer's parts arrive in the folder its manifest names
+(`.h200/LAYER/`, carried by `run`); a layer too big for one call arrives over several calls,
+and the parts of earlier calls stay there while the machine is warm. `setup` unpacks a layer
+only once all its parts are present with the manifest's sha256, and only once per machine (a
+marker in the site dir records the archive's sha256). Only the export line goes to stdout, so
+`e=$(sh containers/h200/setup.sh harness) && eval "$e"` sets the environment or stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.metadata as md
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+SITE_ROOT = Path(os.environ.get("H200_SITE_ROOT", "/tmp"))
+MARKER = ".h200-bundle.json"
+EXIT_MISSING = 3
+
+
+class SetupError(RuntimeError):
+    pass
+
+
+def log(msg: str) -> None:
+    print(f"h200 setup: {msg}", file=sys.stderr, flush=True)
+
+
+def manifest(layer: str, manifests: Path = HERE) -> dict:
+    path = manifests / f"{layer}.manifest.json"
+    if not path.is_file():
+        raise SetupError(f"{path} is missing: build the layer with `just h200-bundle {layer}`")
+    return json.loads(path.read_text())
+
+
+def site_dir(layer: str) -> Path:
+    return SITE_ROOT / f"site-{layer}"
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def part_status(doc: dict, repo: Path = REPO) -> tuple[list[Path], list[str]]:
+    """The parts present with the right bytes, and a line for each one missing or wrong."""
+    folder = repo / doc["parts_dir"]
+    good, bad = [], []
+    n = len(doc["parts"])
+    for i, part in enumerate(doc["parts"], 1):
+        path = folder / part["name"]
+        if not path.is_file():
+            bad.append(f"part {i} of {n} missing: {doc['parts_dir']}/{part['name']}")
+        elif path.stat().st_size != part["size"] or sha256_of(path) != part["sha256"]:
+            bad.append(f"part {i} of {n} has other bytes than the manifest's: {doc['parts_dir']}/{part['name']} "
+                       f"(rebuild here, or carry it again)")
+        else:
+            good.append(path)
+    return good, bad
+
+
+def read_marker(dest: Path) -> dict:
+    try:
+        return json.loads((dest / MARKER).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_marker(dest: Path, marker: dict) -> None:
+    tmp = dest / f".{MARKER}.tmp"
+    tmp.write_text(json.dumps(marker, sort_keys=True) + "\n")
+    tmp.replace(dest / MARKER)
+
+
+def installed(doc: dict, dest: Path, overlays: list[str] = ()) -> bool:
+    """The layer is unpacked in dest, carrying no overlay other than those asked for now."""
+    marker = read_marker(dest)
+    return (marker.get("archive_sha256") == doc["archive"]["sha256"]
+            and set(marker.get("overlays", [])) <= set(overlays))
+
+
+def join(doc: dict, parts: list[Path], out: Path) -> None:
+    """Concatenate the parts into out and check the archive's sha256."""
+    h = hashlib.sha256()
+    with open(out, "wb") as f:
+        for part in parts:
+            with open(part, "rb") as src:
+                for block in iter(lambda: src.read(1 << 20), b""):
+                    h.update(block)
+                    f.write(block)
+    if h.hexdigest() != doc["archive"]["sha256"]:
+        raise SetupError(f"{doc['layer']}: the joined parts have sha256 {h.hexdigest()}, "
+                         f"the manifest says {doc['archive']['sha256']}")
+
+
+def unpack(doc: dict, parts: list[Path], dest: Path) -> None:
+    """Join the parts, check the archive's sha256, extract into a fresh dir and move it into place."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    joined = dest.with_name(f".{dest.name}.tar.xz")
+    staging = dest.with_name(f".{dest.name}.staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        join(doc, parts, joined)
+        with tarfile.open(joined, "r:xz") as tar:
+            tar.extractall(staging, filter="data")  # refuses absolute paths, `..` and links out
+        write_marker(staging, {"layer": doc["layer"], "archive_sha256": doc["archive"]["sha256"],
+                               "lock_sha256": doc["lock"]["sha256"], "overlays": []})
+        shutil.rmtree(dest, ignore_errors=True)
+        staging.rename(dest)
+    finally:
+        joined.unlink(missing_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def lay_over(doc: dict, parts: list[Path], dest: Path) -> None:
+    """Extract an overlay's files over an unpacked layer; its marker then names the overlay."""
+    joined = dest.with_name(f".{dest.name}.{doc['layer']}.tar.xz")
+    try:
+        join(doc, parts, joined)
+        with tarfile.open(joined, "r:xz") as tar:
+            tar.extractall(dest, filter="data")
+    finally:
+        joined.unlink(missing_ok=True)
+    # every file carries one fixed mtime, so a bytecode cache of a replaced module could pass for current
+    for cache in sorted(dest.rglob("__pycache__"), reverse=True):
+        shutil.rmtree(cache, ignore_errors=True)
+    marker = read_marker(dest)
+    marker["overlays"] = sorted({*marker.get("overlays", []), doc["archive"]["sha256"]})
+    write_marker(dest, marker)
+
+
+def unmet_requirements(docs: list[dict], path: list[str]) -> list[str]:
+    """Requires-Dist of every carried wheel that nothing on `path` (bundles first, then the image) meets."""
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:  # the image has packaging; without it this check is skipped, not guessed
+        return ["(not checked: the `packaging` module is not importable)"]
+    dists = {}
+    for d in md.distributions(path=path):
+        key = d.metadata["Name"].lower().replace("_", "-").replace(".", "-")
+        dists.setdefault(key, d)  # the first on the path wins, as for imports
+    out = []
+    for doc in docs:
+        for wheel in doc["wheels"]:
+            if not wheel.get("requires_checked", True):
+                continue
+            dist = dists.get(wheel["name"].lower().replace("_", "-").replace(".", "-"))
+            if dist is None:
+                out.append(f"{wheel['name']}: not found after unpacking")
+                continue
+            for text in dist.requires or []:
+                req = Requirement(text)
+                if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                    continue
+                have = dists.get(req.name.lower().replace("_", "-").replace(".", "-"))
+                if have is None:
+                    out.append(f"{wheel['name']} needs {text}: not installed")
+                elif not req.specifier.contains(have.version, prereleases=True):
+                    out.append(f"{wheel['name']} needs {text}: found {have.version}")
+    return out
+
+
+def smoke(docs: list[dict], env: dict[str, str]) -> None:
+    modules = [m for doc in docs for m in doc.get("smoke", [])]
+    if not modules:
+        return
+    code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
+    proc = subprocess.run([sys.executable, "-c", code, *modules], env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SetupError(f"importing {' '.join(modules)} failed:\n{proc.stderr[-4000:]}")
+    log(f"imports ok: {' '.join(modules)}")
+
+
+def setup(layers: list[str], strict: bool = False, manifests: Path = HERE, repo: Path = REPO) -> int:
+    docs = [manifest(name, manifests) for name in layers]
+    overlays: dict[str, list[str]] = {}
+    for doc in docs:
+        if doc.get("overlay_onto"):
+            overlays.setdefault(doc["overlay_onto"], []).append(doc["archive"]["sha256"])
+    missing = []
+    for doc in docs:
+        for below in doc.get("below", []):
+            if below not in layers or layers.index(below) > layers.index(doc["layer"]):
+                raise SetupError(f"{doc['layer']} needs layer {below} before it: setup "
+                                 f"{' '.join([*doc['below'], doc['layer']])}")
+        onto = doc.get("overlay_onto")
+        dest = site_dir(onto or doc["layer"])
+        if onto and doc["archive"]["sha256"] in read_marker(dest).get("overlays", []):
+            log(f"{doc['layer']}: already laid over {dest}")
+            continue
+        if not onto and installed(doc, dest, overlays.get(doc["layer"], [])):
+            log(f"{doc['layer']}: already unpacked in {dest}")
+            continue
+        good, bad = part_status(doc, repo)
+        if bad:
+            missing += [f"{doc['layer']}: {b}" for b in bad]
+            continue
+        if onto:
+            if missing:  # the layer below is not there yet: lay this over it in a later call
+                continue
+            lay_over(doc, good, dest)
+            log(f"{doc['layer']}: laid {doc['archive']['files']} files over {dest} "
+                f"({doc.get('source', {}).get('repo', '?')}@{doc.get('source', {}).get('commit', '?')})")
+        else:
+            unpack(doc, good, dest)
+            log(f"{doc['layer']}: unpacked {doc['archive']['files']} files into {dest}")
+    if missing:
+        for m in missing:
+            log(m)
+        log("not ready: carry the missing parts in the next call (those here stay while the machine is warm)")
+        return EXIT_MISSING
+    # upper layers first: a package carried by two layers is taken from the upper one
+    sites = [str(site_dir(d["layer"])) for d in reversed(docs) if not d.get("overlay_onto")]
+    for p in unmet_requirements(docs, sites + sys.path[1:]):
+        log(f"requirement: {p}")
+        if strict:
+            raise SetupError("unmet requirements (--strict)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sites + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+    smoke(docs, env)
+    print(f"export PYTHONPATH={':'.join(sites)}${{PYTHONPATH:+:$PYTHONPATH}}")
+    return 0
+
+
+def status(layers: list[str], manifests: Path = HERE, repo: Path = REPO) -> int:
+    rc = 0
+    for name in layers:
+        doc = manifest(name, manifests)
+        good, bad = part_status(doc, repo)
+        onto = doc.get("overlay_onto")
+        if onto:
+            laid = doc["archive"]["sha256"] in read_marker(site_dir(onto)).get("overlays", [])
+            where = f"laid over {site_dir(onto)}" if laid else "not laid"
+        else:
+            marker = read_marker(site_dir(name))
+            where = "unpacked" if marker.get("archive_sha256") == doc["archive"]["sha256"] else "not unpacked"
+        print(f"{name}: {len(good)} of {len(doc['parts'])} parts present, {where}")
+        for b in bad:
+            print(f"  {b}")
+        rc = rc or (EXIT_MISSING if bad else 0)
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="containers/h200/device.py")
+    sub = ap.add_subparsers(dest="verb", required=True)
+    s = sub.add_parser("setup", help="unpack layers, print the export line")
+    s.add_argument("layers", nargs="+")
+    s.add_argument("--strict", action="store_true", help="fail on an unmet requirement instead of warning")
+    st = sub.add_parser("status", help="parts present and missing")
+    st.add_argument("layers", nargs="+")
+    for p in (s, st):  # tests point these elsewhere; on the device the defaults are right
+        p.add_argument("--manifests", type=Path, default=HERE, help=argparse.SUPPRESS)
+        p.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    try:
+        if a.verb == "setup":
+            return setup(a.layers, a.strict, a.manifests, a.repo)
+        return status(a.layers, a.manifests, a.repo)
+    except SetupError as e:
+        log(str(e))
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""The report's cross-check section: two runs of one experiment on two backends, side by side.
+
+Only numbers the analysis measured are stated; where τ differs by more than the tolerance the
+text prints the gap and its interval and says that the cause was not measured."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from markupsafe import Markup
+
+from analysis.analyze import Analysis
+from analysis.crosscheck import TAU_TOLERANCE, CrossCheck
+from report.tables import latex
+from report.tex import breakable, ci, escape, missing, num, with_ci
+
+NAMES = {"sglang": "SGLang", "refengine": "reference engine"}
+
+
+def title(x: CrossCheck) -> str:
+    kinds = list(x.sides["backend"])
+    if kinds[0] != kinds[1]:
+        return f"Cross-check: {NAMES.get(kinds[0], kinds[0])} vs {NAMES.get(kinds[1], kinds[1])}"
+    return f"Cross-check: {x.label('this')} vs {x.label('other')}"
+
+
+def context(a: Analysis) -> dict | None:
+    """Everything the template's cross-check section needs, or None: no section without a cross-check."""
+    x = a.crosscheck
+    if x is None:
+        return None
+    sides = [{"name": "A" if r["side"] == "this" else "B", "label": r["label"],
+              "what": "this run" if r["side"] == "this" else "compared with",
+              "run": breakable(r["path"]), "version": _text(r["version"], "not recorded"),
+              "image": breakable(_text(r["image"], "none")), "packages": _text(r["packages"], "not recorded"),
+              "git": breakable(_text(r["git_sha"], "not recorded"))}
+             for r in x.sides.to_dict("records")]
+    return {"title": title(x), "sides": sides, "temperature": _temperature(x), "reading": reading(x),
+            "caveats": caveats(x), "tau": tau_table(x), "agreement": agreement_table(x),
+            "throughput": throughput_table(x), "notes": x.notes, "tolerance": f"{100 * TAU_TOLERANCE:.0f}"}
+
+
+def _pct(v, digits: int = 1) -> str:
+    return "--" if missing(v) else f"{v:+.{digits}f}"
+
+
+def tau_table(x: CrossCheck) -> Markup:
+    rows = []
+    for r in x.arms.to_dict("records"):
+        gap = _pct(r["tau_gap_pct"])
+        band = ci(r["tau_gap_pct_lo"], r["tau_gap_pct_hi"], 1)
+        if band:
+            gap += f" [{band}]"
+        if r["tau_within_tolerance"] is False:
+            gap = rf"\textbf{{{gap}}}"
+        rows.append([escape(r["arm"]), with_ci(r["tau_this"], r["tau_this_lo"], r["tau_this_hi"], 2),
+                     with_ci(r["tau_other"], r["tau_other_lo"], r["tau_other_hi"], 2), Markup(gap),
+                     num(r["tau_server_this"], 2), num(r["tau_server_other"], 2),
+                     f"{_int(r['n_this'])} / {_int(r['n_other'])}"])
+    df = pd.DataFrame(rows, columns=[Markup(h) for h in (
+        "arm", r"$\tau$ A [95\% CI]", r"$\tau$ B [95\% CI]", r"gap \% A/B$-$1 [95\% CI]", r"server $\tau$ A",
+        r"server $\tau$ B", "n A / n B")])
+    return latex(df, "lrrrrrr")
+
+
+def agreement_table(x: CrossCheck) -> Markup:
+    rows = []
+    for r in x.arms.to_dict("records"):
+        rows.append([escape(r["arm"]), _int(r["pairs"]), _int(r["identical"]),
+                     num(100 * _float(r["agreement_rate"]), 1), num(r["prefix_chars_mean"], 1),
+                     num(100 * _float(r["prefix_fraction_mean"]), 1),
+                     num(r["prefix_tokens_mean"], 1), f"{_int(r['unpaired_this'])} / {_int(r['unpaired_other'])}",
+                     escape(r["differing_prompts"] or "") if isinstance(r["differing_prompts"], str) else ""])
+    df = pd.DataFrame(rows, columns=[Markup(h) for h in (
+        "arm", "pairs", "identical", r"agree \%", "prefix chars", r"prefix \%", "prefix tok.", "unpaired A / B",
+        "differing, e.g.")])
+    return latex(df, r"lrrrrrrrp{3.4cm}")
+
+
+def throughput_table(x: CrossCheck) -> Markup:
+    rows = [[escape(r["arm"]), str(r["concurrency"]), num(r["throughput_this"], 1), num(r["throughput_other"], 1),
+             with_ci(r["ratio"], r["ratio_lo"], r["ratio_hi"], 3),
+             with_ci(r["tpot_ratio"], r["tpot_ratio_lo"], r["tpot_ratio_hi"], 3) if r["concurrency"] == 1 else "--",
+             f"{r['reps_this']} / {r['reps_other']}"]
+            for r in x.throughput.to_dict("records")]
+    df = pd.DataFrame(rows, columns=[Markup(h) for h in (
+        "arm", "C", "tok/s A", "tok/s B", r"A/B [95\% CI]", r"TPOT B/A [95\% CI]", "reps A / B")])
+    return latex(df, "lrrrrrr")
+
+
+def _text(v, default: str) -> str:
+    return default if missing(v) or v == "" else str(v)
+
+
+def _float(v) -> float:
+    return float("nan") if missing(v) else float(v)
+
+
+def _int(v) -> str:
+    return "--" if missing(v) else str(int(v))
+
+
+def _spec(x: CrossCheck) -> pd.DataFrame:
+    """Speculative arms with τ measured on both sides (ar's τ is 1 by definition on both)."""
+    d = x.arms[(x.arms["kind"] != "ar")]
+    return d[d["tau_this"].map(_finite) & d["tau_other"].map(_finite)]
+
+
+def _finite(v) -> bool:
+    try:
+        return v is not None and not isinstance(v, (bool, str)) and math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _weighted(g: pd.DataFrame, col: str) -> float:
+    """Mean over every compared pair of the arms that have col (arms' means weighted by their pairs)."""
+    g = g[g[col].map(_finite)]
+    w = g["pairs"].astype(float)
+    return float((g[col].astype(float) * w).sum() / w.sum()) if w.sum() > 0 else float("nan")
+
+
+def _temperature(x: CrossCheck) -> str:
+    """The temperatures the compared arms sent at C=1: 'T=0' is greedy decoding."""
+    t = sorted({float(v) for v in x.arms["temperature"] if _finite(v)})
+    return "T=" + ", ".join(f"{v:g}" for v in t) if t else "T=n/a"
+
+
+def reading(x: CrossCheck) -> Markup:
+    """One paragraph generated from the numbers, naming the two sides as A and B."""
+    a, b = escape(x.label("this")), escape(x.label("other"))
+    tol = f"{100 * TAU_TOLERANCE:.0f}\\%"
+    out = []
+    spec = _spec(x)
+    if len(spec):
+        agree = spec[spec["tau_within_tolerance"] == True]  # noqa: E712 (object column: True, False or None)
+        gaps = ", ".join(f"{escape(r.arm)} {_pct(r.tau_gap_pct)}\\%" for r in spec.itertuples())
+        plural = "s" if len(spec) != 1 else ""
+        out.append(f"At {_temperature(x)} and C=1, {len(agree)} of {len(spec)} speculative arm{plural} "
+                   f"measured on both sides {'agree' if len(spec) != 1 else 'agrees'} in $\\tau$ within {tol} "
+                   f"between A ({a}) and B ({b}) (gap A/B$-$1: {gaps}).")
+    else:
+        out.append(f"No speculative arm has $\\tau$ measured at C=1 on both A ({a}) and B ({b}).")
+    g = x.arms[x.arms["pairs"].map(_finite) & x.arms["identical"].map(_finite)]
+    if len(g) and g["pairs"].sum() > 0:
+        total, same = int(g["pairs"].sum()), int(g["identical"].sum())
+        lo, hi = g.loc[g["agreement_rate"].idxmin()], g.loc[g["agreement_rate"].idxmax()]
+        span = (f"{num(100 * lo['agreement_rate'], 1)}\\% ({escape(lo['arm'])}) to "
+                f"{num(100 * hi['agreement_rate'], 1)}\\% ({escape(hi['arm'])})" if len(g) > 1 else
+                f"{num(100 * lo['agreement_rate'], 1)}\\% ({escape(lo['arm'])})")
+        tokens = ""
+        if g["prefix_tokens_mean"].map(_finite).any():
+            tokens = f" ({num(_weighted(g, 'prefix_tokens_mean'), 1)} tokens, retokenized)"
+        out.append(f"Greedy outputs at C=1 are identical for {same} of {total} paired requests "
+                   f"({num(100 * same / total, 1)}\\%); per arm from {span}; the common prefix of a pair is "
+                   f"{num(_weighted(g, 'prefix_chars_mean'), 1)} characters{tokens} on average.")
+    else:
+        out.append("No request pair at C=1 was compared for output agreement.")
+    t = x.throughput
+    if len(t):
+        lo, hi = t.loc[t["ratio"].idxmin()], t.loc[t["ratio"].idxmax()]
+        out.append(f"Output throughput A/B ranges from {num(lo['ratio'], 3)}$\\times$ ({escape(lo['arm'])}, "
+                   f"C={lo['concurrency']}) to {num(hi['ratio'], 3)}$\\times$ ({escape(hi['arm'])}, "
+                   f"C={hi['concurrency']}) over {len(t)} arm and concurrency pair{'s' if len(t) != 1 else ''}.")
+    return Markup(" ".join(out))
+
+
+def caveats(x: CrossCheck) -> list[Markup]:
+    """One line per speculative arm whose τ gap exceeds the tolerance: the gap as measured, no cause."""
+    out = []
+    for r in _spec(x).itertuples():
+        if r.tau_within_tolerance is not False:
+            continue
+        band = ci(r.tau_gap_pct_lo, r.tau_gap_pct_hi, 1)
+        noise = ""
+        if band:
+            inside = r.tau_gap_pct_lo <= 0 <= r.tau_gap_pct_hi
+            noise = (f" (95\\% CI {band}\\%: {'the interval includes 0' if inside else 'the interval excludes 0'})")
+        out.append(Markup(
+            f"$\\tau$ of {escape(r.arm)} differs by {_pct(r.tau_gap_pct)}\\%{noise}: {num(r.tau_this, 2)} on A "
+            f"against {num(r.tau_other, 2)} on B, more than the {100 * TAU_TOLERANCE:.0f}\\% expected of one "
+            f"algorithm. This run measured the gap, not its cause."))
+    return out
+
+
+def summary_sentence(a: Analysis) -> Markup | None:
+    x = a.crosscheck
+    if x is None:
+        return None
+    spec = _spec(x)
+    agree = spec[spec["tau_within_tolerance"] == True]  # noqa: E712
+    g = x.arms[x.arms["pairs"].map(_finite) & x.arms["identical"].map(_finite)]
+    same = (f"; greedy outputs identical for {int(g['identical'].sum())} of {int(g['pairs'].sum())} paired C=1 "
+            f"requests" if len(g) and g["pairs"].sum() > 0 else "")
+    return Markup(f"Cross-check against {escape(x.label('other'))} (Section~\\ref{{sec:crosscheck}}): "
+                  f"{len(agree)} of {len(spec)} speculative arm(s) agree in $\\tau$ within "
+                  f"{100 * TAU_TOLERANCE:.0f}\\% at C=1{same}.")
