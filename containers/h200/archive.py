@@ -154,11 +154,8 @@ def write_tar_xz(entries: list[Entry], out: Path, extra: dict[str, bytes] | None
 
 
 def sha256_bytes_of(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def part_name(archive_name: str, index: int) -> str:

@@ -51,11 +51,8 @@ def site_dir(layer: str) -> Path:
 
 
 def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def part_status(doc: dict, repo: Path = REPO) -> tuple[list[Path], list[str]]:
