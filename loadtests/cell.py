@@ -27,10 +27,10 @@ import httpx
 from ddbench.profile import Load, Workload
 from ddbench.prompts import load_prompts
 from ddbench.records import CellStatus, RequestRecord
-from ddbench.results import STATUS, write_json_atomic
+from ddbench.results import STATUS, record_files, write_json_atomic
 from loadtests.cpu import CPU_FILE, CPU_LIMIT, CpuSampler, peak
 from loadtests.options import cell_argv, resolve_prompt_set
-from loadtests.recorder import RECORDS_GLOB, read_records
+from loadtests.recorder import read_records
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 LOCUST_LOG = "locust.log"
@@ -72,7 +72,7 @@ def run_cell(workload: Workload, load: Load, *, url: str, cell_dir: Path, arm: s
              repetition: int, processes: int | None = None, model: str | None = None,
              timeout_s: float = 3600.0) -> CellStatus:
     cell_dir = Path(cell_dir)
-    if any(cell_dir.glob(RECORDS_GLOB)):
+    if record_files(cell_dir):
         raise CellError(f"{cell_dir}: already holds request records; a cell is never run twice into one directory")
     load_prompts(resolve_prompt_set(workload.prompt_set), workload.categories or None)  # errors name file:line
     cell_dir.mkdir(parents=True, exist_ok=True)

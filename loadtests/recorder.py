@@ -13,9 +13,7 @@ import socket
 from pathlib import Path
 
 from ddbench.records import RequestRecord
-from ddbench.results import REDACTED, secret_values
-
-RECORDS_GLOB = "requests-*.jsonl"
+from ddbench.results import REDACTED, read_record_text, record_files, secret_values
 
 
 def worker_name() -> str:
@@ -47,8 +45,8 @@ class RecordFile:
 def read_records(directory: str | Path) -> list[RequestRecord]:
     """Every record of a cell directory; a malformed line is an error naming file and line."""
     out = []
-    for path in sorted(Path(directory).glob(RECORDS_GLOB)):
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for path in record_files(Path(directory)):  # plain, or packed by `ddbench pack`
+        for n, line in enumerate(read_record_text(path).splitlines(), start=1):
             if not line.strip():
                 continue
             try:

@@ -37,3 +37,17 @@ def test_a_malformed_record_line_is_named(tmp_path):
     f.close()
     with pytest.raises(ValueError, match=r"requests-w\.jsonl:2: not a request record"):
         read_records(tmp_path)
+
+
+def test_packed_records_are_read(tmp_path):
+    from ddbench.results import RunDir, pack
+
+    run = RunDir.create("p", root=tmp_path)
+    cell = run.cell_dir("ar", 1, 1)
+    cell.mkdir(parents=True)
+    f = RecordFile(cell, "w:1")
+    f.write(record(1))
+    f.close()
+    before = [r.request_id for r in read_records(cell)]
+    pack(run)
+    assert list(cell.glob("*.jsonl.gz")) and before == [r.request_id for r in read_records(cell)] == ["r1"]
