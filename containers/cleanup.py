@@ -29,6 +29,12 @@ def disown(server) -> None:
     _owned.pop(id(server), None)
 
 
+def disown_where(predicate) -> None:
+    for key, server in list(_owned.items()):
+        if predicate(server):
+            del _owned[key]
+
+
 def stop_all() -> None:
     # one server that cannot be reached (its Docker host gone, say) must not keep the others running
     for server in list(_owned.values()):

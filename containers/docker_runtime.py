@@ -173,4 +173,6 @@ def down(filters: dict[str, str] | None = None) -> list[str]:
     for container in client().containers.list(all=True, filters={"label": labels}):
         remove(container)
         removed.append(container.name)
+    # handles this process holds for them have nothing left to stop at exit
+    cleanup.disown_where(lambda s: getattr(getattr(s, "container", None), "name", None) in removed)
     return removed
