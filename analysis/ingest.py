@@ -300,7 +300,7 @@ def _telemetry(path: Path, arm: str, c: int, r: int) -> pd.DataFrame:
     if not path.is_file():
         return pd.DataFrame()
     rows = []
-    for n, line in enumerate(read_record_text(path).splitlines(), start=1):
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
             continue
         try:

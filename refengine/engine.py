@@ -54,15 +54,17 @@ class Engine:
         self._dcache = drafter.new_cache(batch, capacity + slack) if drafter is not None else None
         self._buckets = buckets(batch)
         self._captured: dict[tuple, Graphed] = {}
+        self._views: dict[int, tuple[KVCache, KVCache | None]] = {}
         self.use_rows(1)
 
     def use_rows(self, n: int) -> None:
         """The next steps run rows 0..n-1: `tcache`/`dcache` are views of those rows."""
         if not 1 <= n <= self.batch:
             raise ValueError(f"{n} running requests; this engine has {self.batch} cache rows")
+        if n not in self._views:  # made once per batch size: use_rows runs every step
+            self._views[n] = (self._tcache.rows(0, n), self._dcache.rows(0, n) if self._dcache is not None else None)
         self.n = n
-        self.tcache = self._tcache.rows(0, n)
-        self.dcache = self._dcache.rows(0, n) if self._dcache is not None else None
+        self.tcache, self.dcache = self._views[n]
 
     def move_row(self, src: int, dst: int) -> None:
         self._tcache.move_row(src, dst)

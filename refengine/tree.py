@@ -10,7 +10,6 @@ import heapq
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 
 @dataclass
@@ -65,13 +64,6 @@ def build(root: int, values: list[list[float]], ids: list[list[int]], budget: in
             heapq.heappush(heap, (neg - values[d][0] - depth_bonus, count, d + 1, 0, node, -neg))
             count += 1
     return tree
-
-
-def build_from_logprobs(root: int, logprobs: torch.Tensor, budget: int, topk: int,
-                        depth_bonus: float = 0.0) -> Tree:
-    """`build` over full log-probs [L, V]."""
-    values, ids = logprobs.topk(min(topk, logprobs.shape[-1]), dim=-1)
-    return build(root, values.tolist(), ids.tolist(), budget, depth_bonus)
 
 
 def walk(tree: Tree, choice: list[int]) -> list[int]:

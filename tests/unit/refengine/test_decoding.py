@@ -108,9 +108,10 @@ def test_compacted_cache_equals_a_fresh_prefill(echo, echo_engine, arm):
 
 def test_compaction_of_a_forced_deep_side_branch(rand_pair):
     """Walk a path that is not the first child at each depth and check the next logits."""
+    from tree_helpers import build_from_logprobs
+
     from refengine.engine import Engine
     from refengine.request import Request
-    from refengine.tree import build_from_logprobs
 
     target, drafter = rand_pair
     engine = Engine(target, drafter, capacity=128)

@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import pytest
 import torch
+from tree_helpers import build_from_logprobs as build
 
-from refengine.tree import build_from_logprobs as build
 from refengine.tree import walk
 
 
