@@ -150,14 +150,15 @@ SGLANG = Layer(
         Trim("torch-memory-saver", drop=("torch_memory_saver_hook_mode_*.so",),
              keep=("torch_memory_saver_hook_mode_*_cu13.*",),
              why="it loads the build for torch's CUDA major: 13 on the H200 (cu12 and ROCm builds dropped)"),
-        Trim("apache-tvm-ffi", drop=("tvm_ffi/lib/libtvm_ffi_testing.so", "tvm_ffi/3rdparty/libbacktrace/*"),
-             why="its test library and libbacktrace's sources; JIT builds use include/ and 3rdparty/dlpack"),
+        # not libtvm_ffi_testing.so: tvm_ffi.registry loads it at import (the H200 smoke import failed without it)
+        Trim("apache-tvm-ffi", drop=("tvm_ffi/3rdparty/libbacktrace/*",),
+             why="libbacktrace's sources; JIT builds use include/ and 3rdparty/dlpack"),
         Trim("jedi", drop=("jedi/third_party/typeshed/*",),
              why="type stubs for IPython's completer; IPython.display never reads them"),
     ),
-    # two calls with about 41 MB of tree each: the first carries the harness (7.9 MB) and part 1,
-    # the second part 2 (and the DDTree overlay, if any)
-    part_size=(13_000_000, 23_000_000),
+    # a call carries about 50 MB of tree: the first carries the harness (7.9 MB) and part 1, each
+    # later call one more part (the DDTree overlay, if any, after them)
+    part_size=(5_900_000, 13_300_000),
     smoke=("sglang", "sglang.srt.server_args", "sglang.srt.entrypoints.http_server", "sgl_kernel", "flashinfer",
            "transformers", "tokenizers"),
 )
