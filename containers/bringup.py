@@ -8,6 +8,7 @@ stopped, and the BringUpError says why in its first line, then the traceback and
 
 from __future__ import annotations
 
+import random
 import socket
 import sys
 import time
@@ -23,10 +24,23 @@ from ddbench.results import SERVER_LOG, STATUS, write_json_atomic
 DEFAULT_TIMEOUT_S = {"sglang": 1800.0, "refengine": 600.0}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# SGLang derives more ports from --port and refuses to start when one passes 65535 (its gRPC port
+# is port + 10000), so servers get a free port from a range that leaves room above it, not an
+# ephemeral one (the kernel hands those out up to 60999)
+PORT_RANGE = (20000, 50000)
+
+
+def free_port(lo: int = PORT_RANGE[0], hi: int = PORT_RANGE[1], tries: int = 100) -> int:
+    pick = random.SystemRandom()
+    for _ in range(tries):
+        port = pick.randrange(lo, hi)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise BringUpError(f"no free port in {lo}..{hi - 1} after {tries} tries")
 
 
 def _with_port(command: list[str] | None, port: int) -> list[str] | None:

@@ -13,12 +13,15 @@ API
     Drafter(cfg) / Drafter.from_pretrained(dir, dtype=, device=) / drafter.save_pretrained(dir)
     drafter.new_cache(batch, capacity)    context-only KV cache (refengine.kvcache)
     drafter.append_context(features, positions, cache, counts=None)   commit new context entries only
-    drafter(embeds, positions, features=None, cache=None, visible=None, static=False) -> hidden [B, T, D]
+    drafter(embeds, positions, features=None, cache=None, visible=None, static=False, counts=None) -> hidden [B, T, D]
         embeds      [B, T, D] target embeddings of the block tokens (see `embed`)
         positions   [B, C + T]: position ids of the C new context features, then of the T block slots
         features    [B, C, K*D] raw target features (C may be 0 / None when the cache has them)
         cache       when given, the C new context entries are appended (committed) to it first,
                     and the block attends to everything in the cache
+        counts      [B] with a cache: row r's first counts[r] of the C entries are its new context;
+                    they are written but left tentative (the caller advances the cache), so one
+                    fixed-shape forward (a CUDA graph) holds both the append and the block
         visible     [B, T, S + T] bool over keys [context ; block] (S = context keys). Default: all
                     visible. Training packs many anchored blocks of one sequence into one forward
                     with it: block j sees context before its anchor and its own block only.
@@ -111,16 +114,25 @@ class Drafter(nn.Module, Pretrained):
 
     def forward(self, embeds: torch.Tensor, positions: torch.Tensor, features: torch.Tensor | None = None,
                 cache: KVCache | None = None, visible: torch.Tensor | None = None,
-                static: bool = False) -> torch.Tensor:
+                static: bool = False, counts: torch.Tensor | None = None) -> torch.Tensor:
+        """static=True (a CUDA graph) with `counts` [B]: the C new context entries are written at the
+        rows' tentative slots but not committed (row r will keep counts[r] of them: the caller
+        advances the cache after the replay), so the graph holds the context append too."""
         b, t, _ = embeds.shape
         c = 0 if features is None else features.shape[1]
         if cache is not None:
-            if c:
+            lengths = cache.lengths
+            if c and counts is not None:
+                slots = cache.slots(c)
+                for i, (k, v) in enumerate(self.context_kv(features, positions[:, :c])):
+                    cache.write(i, k, v, slots)
+                lengths = lengths + counts
+            elif c:
                 self.append_context(features, positions[:, :c], cache)
-            span = cache.capacity if static else cache.span(0)
+            span = cache.capacity if static else cache.span(c if counts is not None else 0)
             past = [(cache.k[i, :, :, :span], cache.v[i, :, :, :span]) for i in range(len(self.layers))]
-            if visible is None and (static or b > 1):
-                visible = _past_rows(cache.lengths, span, t)
+            if visible is None and (static or b > 1 or counts is not None):
+                visible = _past_rows(lengths, span, t)
         else:
             past = self.context_kv(features, positions[:, :c]) if c else [None] * len(self.layers)
         cos, sin = rope(positions[:, c:], self.config.head_dim, self.config.rope_theta, self.dtype)

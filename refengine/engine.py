@@ -146,25 +146,29 @@ class Engine:
         dev = self.device
         starts = torch.tensor([r.start for r in reqs], device=dev)
         counts = [0 if r.features is None else r.features.shape[1] for r in reqs]
-        width = max(counts)
-        if width:  # right after prefill a row has no new context: prefill cached the prompt's
-            dim = self.target.config.hidden_size * len(d.target_layer_ids)
-            feats = torch.zeros(len(reqs), width, dim, dtype=d.dtype, device=dev)
-            for i, r in enumerate(reqs):
-                if counts[i]:
-                    feats[i, :counts[i]] = r.features[0]
-                r.features = None
-            # row i's new context sits just before its root: positions start - count .. start - 1
-            ctx_pos = starts[:, None] - torch.tensor(counts, device=dev)[:, None] + torch.arange(width, device=dev)
-            d.append_context(feats, ctx_pos, self.dcache, counts)
+        # eager: the widest new context; graphed: always a whole block (a step commits <= block
+        # tokens), so that the context append is part of the captured forward
+        width = d.block_size if self.graphs else max(counts)
+        dim = self.target.config.hidden_size * len(d.target_layer_ids)
+        feats = torch.zeros(len(reqs), width, dim, dtype=d.dtype, device=dev)
+        for i, r in enumerate(reqs):
+            if counts[i]:  # none right after prefill: prefill cached the prompt's context
+                feats[i, :counts[i]] = r.features[0]
+            r.features = None
+        # row i's new context sits just before its root: positions start - count .. start - 1
+        ctx_pos = starts[:, None] - torch.tensor(counts, device=dev)[:, None] + torch.arange(width, device=dev)
         ids = torch.full((len(reqs), block), d.mask_token_id, device=dev)
         ids[:, 0] = torch.tensor([r.root for r in reqs], device=dev)
         block_pos = starts[:, None] + torch.arange(block, device=dev)
         if not self.graphs:
+            if width:
+                d.append_context(feats, ctx_pos, self.dcache, counts)
             hidden = d(d.embed(self.target, ids), block_pos, cache=self.dcache)
             return d.logits(self.target, hidden[:, 1:1 + depth])
-        out = self._replay(("draft", block), lambda c, i, p: d.logits(
-            self.target, d(d.embed(self.target, i), p, cache=c, static=True)[:, 1:]), self._dcache, ids, block_pos)
+        out = self._replay(("draft", block), lambda c, f, cp, n, i, p: d.logits(self.target, d(
+            d.embed(self.target, i), torch.cat([cp, p], 1), f, cache=c, static=True, counts=n)[:, 1:]),
+            self._dcache, feats, ctx_pos, torch.tensor(counts, device=dev), ids, block_pos)
+        self.dcache.advance(counts)
         return out[:, :depth]
 
     def _replay(self, key, fn, cache: KVCache, *inputs: torch.Tensor):

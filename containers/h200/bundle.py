@@ -124,7 +124,9 @@ def travelling_bytes(repo: Path = REPO_ROOT) -> int | None:
     total = 0
     for name in set(out.decode(errors="replace").split("\0")) - {""}:
         try:
-            total += (repo / name).stat().st_size
+            # counted in whole 4 KiB blocks, as `run` counts them: it refused a call whose
+            # byte sizes summed to 66.7 MB (< 64 MiB) but whose blocks did not fit
+            total += -(-(repo / name).stat().st_size // 4096) * 4096
         except OSError:
             pass  # deleted in the work tree
     return total

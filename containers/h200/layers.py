@@ -139,9 +139,15 @@ SGLANG = Layer(
              keep=("sgl_kernel/sm90/common_ops*", "sgl_kernel/spatial_ops*"),
              why="Hopper only: sm90 common_ops; FA3 flash_ops (1.7 GB) and FlashMLA are loaded lazily, "
                  "never with triton attention"),
-        Trim("flashinfer-python", drop=("flashinfer/data/*",),
-             why="no JIT sources (CUTLASS, CCCL, csrc, spdlog): flashinfer kernels are not used with "
-                 "triton attention and pytorch sampling, and its cubin package is not carried either"),
+        # sgl_kernel's rmsnorm is flashinfer's, compiled by its JIT on first use (nvcc on the device):
+        # its sources and headers travel; CUTLASS's and CCCL's examples, tests, docs and Python do not
+        Trim("flashinfer-python",
+             drop=("flashinfer/data/cutlass/examples/*", "flashinfer/data/cutlass/python/*",
+                   "flashinfer/data/cutlass/test/*", "flashinfer/data/cutlass/tools/*",
+                   "flashinfer/data/cccl/benchmarks/*", "flashinfer/data/cccl/docs/*",
+                   "flashinfer/data/cccl/python/*"),
+             keep=("flashinfer/data/cutlass/tools/util/include/*",),
+             why="the JIT's sources and include dirs stay; examples, tests, docs and CUTLASS's Python go"),
         Trim("sglang", drop=("sglang/multimodal_gen/*", "sglang/jit_kernel/diffusion/*", "sglang/srt/grpc/_core*"),
              why="diffusion serving and the Rust gRPC server: no module that launch_server's HTTP path "
                  "imports reaches them (static import closure, function-level imports included)"),

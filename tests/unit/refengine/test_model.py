@@ -102,6 +102,36 @@ def test_drafter_cache_path_equals_uncached(rand_pair):
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
 
 
+def test_drafter_tentative_context_append_equals_committed_append(rand_pair):
+    """The graphed draft's path (context written tentatively, a whole block wide, rows keeping
+    different counts) gives the eager path's hidden states, and leaves the same cache."""
+    target, drafter = rand_pair
+    ids = torch.randint(0, 255, (3, 20))
+    feats = target(ids, torch.arange(20)[None].expand(3, -1), layers=drafter.target_layer_ids)[1]
+    prompt, counts, width = [6, 9, 4], [5, 0, 16], 16
+    block = drafter.embed(target, torch.tensor([[7] + [drafter.mask_token_id] * 15] * 3))
+    caches = [drafter.new_cache(3, 64) for _ in range(2)]
+    for cache in caches:  # rows of different lengths, as prefill leaves them
+        for r, n in enumerate(prompt):
+            drafter.append_context(feats[r:r + 1, :n], torch.arange(n)[None], cache.rows(r, r + 1))
+    new = torch.zeros(3, width, feats.shape[-1])
+    for r, (n, c) in enumerate(zip(prompt, counts)):
+        new[r, :c] = feats[r, n:n + c]
+    starts = torch.tensor([n + c for n, c in zip(prompt, counts)])
+    ctx_pos = starts[:, None] - torch.tensor(counts)[:, None] + torch.arange(width)
+    block_pos = starts[:, None] + torch.arange(16)
+    eager, graphed = caches
+    drafter.append_context(new, ctx_pos, eager, counts)
+    want = drafter(block, block_pos, cache=eager)
+    got = drafter(block, torch.cat([ctx_pos, block_pos], 1), new, cache=graphed, static=True,
+                  counts=torch.tensor(counts))
+    graphed.advance(counts)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    assert graphed.host_lengths() == eager.host_lengths() == starts.tolist()
+    for r, n in enumerate(starts.tolist()):
+        torch.testing.assert_close(graphed.k[:, r, :, :n], eager.k[:, r, :, :n], atol=1e-6, rtol=0)
+
+
 def test_missing_config_field_names_file_and_field(tmp_path):
     target, drafter = random_pair()
     drafter.save_pretrained(tmp_path)
