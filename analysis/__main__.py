@@ -38,8 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     bad = res.checks[res.checks["status"] == checks.FAIL]
     print(f"{res.run.path}: {len(res.requests)} requests in {len(cells)} cells analysed in {res.seconds:.1f} s")
     for row in res.summary.itertuples():
+        server = f"  server tau {row.server_tau:5.2f}" if pd.notna(row.server_tau) else ""
         print(f"  {row.arm:>16} C={row.concurrency:<4} {row.pooled_throughput:10.1f} tok/s  tau {row.pooled_tau:5.2f}"
-              f"  ({row.reps} rep{'s' if row.reps != 1 else ''}, n={row.n})")
+              f"{server}  ({row.reps} rep{'s' if row.reps != 1 else ''}, n={row.n})")
     for row in failed.itertuples():
         print(f"  FAILED cell {row.arm} C={row.concurrency} rep {row.repetition}: {row.reason}")
     print(f"trust checks: {len(bad)} failed of {len(res.checks)}")
@@ -55,7 +56,7 @@ def _print_crosscheck(x) -> None:
     this, other = x.label("this"), x.label("other")
     print(f"cross-check: A = {this} (this run), B = {other} ({x.sides.iloc[1]['path']})")
     for r in x.arms.itertuples():
-        tau = (f"tau {r.tau_this:5.2f} vs {r.tau_other:5.2f} ({r.tau_gap_pct:+.1f}%)"
+        tau = (f"tau {r.tau_this:5.2f} vs {r.tau_other:5.2f} ({r.tau_gap_pct:+.1f}%, from {r.tau_basis})"
                if pd.notna(r.tau_this) and pd.notna(r.tau_other) else "tau --")
         agree = f"outputs identical {r.identical:.0f}/{r.pairs:.0f}" if pd.notna(r.agreement_rate) else "outputs --"
         print(f"  {r.arm:>16} C=1 {tau}  {agree}")

@@ -61,7 +61,7 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     cells, boots = metrics.per_cell(slim, gaps, cells_in, kinds, bootstrap, seed)
     for col in ("started_unix", "ended_unix"):
         cells[col] = cells_in[col].to_numpy()
-    summary = metrics.across_repetitions(cells)
+    summary = with_server_tau(run, metrics.across_repetitions(cells), cells)
     speedups, refusals = compare.speedups(run, cells, boots)
     decomposition, more = compare.decomposition(run, cells, boots)
     categories = compare.per_category(run, slim, cells, boots)
@@ -74,6 +74,20 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
         res.crosscheck = crosscheck.cross_check(res, other)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def with_server_tau(run: ingest.Run, summary: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """Each (arm, C) row gets the τ its server reported itself over the cells that finished ok
+    (checks.server_tau): the only τ of a run whose records carry no per-request spec details."""
+    ok = cells[cells["status"] == "ok"]
+    found = [checks.server_tau(run, r.arm, r.concurrency,
+                               ok.loc[(ok["arm"] == r.arm) & (ok["concurrency"] == r.concurrency), "repetition"]
+                               .astype(int).tolist())
+             for r in summary.itertuples()]
+    summary = summary.copy()
+    summary["server_tau"] = [t for t, _ in found]
+    summary["server_tau_source"] = [s for _, s in found]
+    return summary
 
 
 def write_tables(a: Analysis) -> list[Path]:

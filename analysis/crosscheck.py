@@ -5,6 +5,9 @@ throughput side by side.
 Both sides go through the same code: τ is the token-weighted Σ N / Σ verify steps of
 analysis.metrics over the requests' spec_verify_ct (sglext spec_tokens_details), beside the
 τ the server itself reports (/metrics counters or log lines, analysis.checks.server_tau).
+Where one side's records carry no spec_verify_ct (SGLang 0.5.15's OpenAI API returns no
+per-request spec details), both sides are compared by their servers' own τ over the same
+cells instead (tau_basis "server"), never one estimator against the other.
 Only the backend and the switches that only one server has may differ; the model pair,
 workload, load plan, dtype, device and CUDA graphs must match (analysis.compare's rule), or
 the arm is refused with the condition named.
@@ -38,7 +41,7 @@ TAU_TOLERANCE = 0.05     # the same algorithm on two engines: τ should agree wi
 VARY = ("backend", "backend version", "image", "attention backend", "overlap scheduler", "page size",
         "max running requests", "runtime env", "runtime args", "arm env", "arm args")
 ARM_COLUMNS = [
-    "arm", "kind", "temperature", "tau_this", "tau_this_lo", "tau_this_hi", "tau_other", "tau_other_lo", "tau_other_hi",
+    "arm", "kind", "temperature", "tau_basis", "tau_this", "tau_this_lo", "tau_this_hi", "tau_other", "tau_other_lo", "tau_other_hi",
     "tau_gap_pct", "tau_gap_pct_lo", "tau_gap_pct_hi", "tau_within_tolerance", "tau_server_this",
     "tau_server_this_source", "tau_server_other", "tau_server_other_source", "n_this", "n_other",
     "pairs", "identical", "agreement_rate", "prefix_chars_mean", "prefix_fraction_mean", "prefix_tokens_mean",
@@ -198,20 +201,28 @@ def _tau(this: Analysis, other: Analysis, arm: str) -> dict:
         return out
     tx, rx = metrics.ratio(bx, "step_tokens", "steps")
     ty, ry = metrics.ratio(by, "step_tokens", "steps")
-    out["tau_this"], (out["tau_this_lo"], out["tau_this_hi"]) = tx, stats.interval(rx)
-    out["tau_other"], (out["tau_other_lo"], out["tau_other_hi"]) = ty, stats.interval(ry)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out["tau_gap_pct"] = 100 * (tx / ty - 1)
-        lo, hi = stats.interval(100 * (rx / ry - 1))
-    out["tau_gap_pct_lo"], out["tau_gap_pct_hi"] = lo, hi
-    if np.isfinite(tx) and np.isfinite(ty):
-        out["tau_within_tolerance"] = bool(abs(tx / ty - 1) <= TAU_TOLERANCE)
-    else:
-        missing = " and ".join(w for w, t in (("this run", tx), ("the other run", ty)) if not np.isfinite(t))
-        out["note"] = f"tau not measured in {missing}: its records carry no spec_verify_ct"
     for side, a, c in (("this", this, cx), ("other", other, cy)):
         reps = [int(r) for r in c["repetition"]]
         out[f"tau_server_{side}"], out[f"tau_server_{side}_source"] = checks.server_tau(a.run, arm, 1, reps)
+    sx, sy = out["tau_server_this"], out["tau_server_other"]
+    if np.isfinite(tx) and np.isfinite(ty):
+        out["tau_basis"] = "requests"
+        out["tau_this"], (out["tau_this_lo"], out["tau_this_hi"]) = tx, stats.interval(rx)
+        out["tau_other"], (out["tau_other_lo"], out["tau_other_hi"]) = ty, stats.interval(ry)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["tau_gap_pct_lo"], out["tau_gap_pct_hi"] = stats.interval(100 * (rx / ry - 1))
+    else:
+        missing = " and ".join(w for w, t in (("this run", tx), ("the other run", ty)) if not np.isfinite(t))
+        out["note"] = f"tau not measured per request in {missing}: its records carry no spec_verify_ct"
+        if not (np.isfinite(sx) and np.isfinite(sy)):
+            return out
+        # one estimator on both sides, or none: each server's own count over the same C=1 cells
+        # (their warmup requests included), without a request-level interval
+        out["tau_basis"], tx, ty = "server", sx, sy
+        out["tau_this"], out["tau_other"] = tx, ty
+        out["note"] += "; compared as each server's own tau over the same cells"
+    out["tau_gap_pct"] = 100 * (tx / ty - 1)
+    out["tau_within_tolerance"] = bool(abs(tx / ty - 1) <= TAU_TOLERANCE)
     return out
 
 

@@ -56,12 +56,13 @@ def tau_table(x: CrossCheck) -> Markup:
             gap = rf"\textbf{{{gap}}}"
         rows.append([escape(r["arm"]), with_ci(r["tau_this"], r["tau_this_lo"], r["tau_this_hi"], 2),
                      with_ci(r["tau_other"], r["tau_other_lo"], r["tau_other_hi"], 2), Markup(gap),
+                     escape(_text(r.get("tau_basis"), "--")),
                      num(r["tau_server_this"], 2), num(r["tau_server_other"], 2),
                      f"{_int(r['n_this'])} / {_int(r['n_other'])}"])
     df = pd.DataFrame(rows, columns=[Markup(h) for h in (
-        "arm", r"$\tau$ A [95\% CI]", r"$\tau$ B [95\% CI]", r"gap \% A/B$-$1 [95\% CI]", r"server $\tau$ A",
-        r"server $\tau$ B", "n A / n B")])
-    return latex(df, "lrrrrrr")
+        "arm", r"$\tau$ A [95\% CI]", r"$\tau$ B [95\% CI]", r"gap \% A/B$-$1 [95\% CI]", "from",
+        r"server $\tau$ A", r"server $\tau$ B", "n A / n B")])
+    return latex(df, "lrrrlrrr")
 
 
 def agreement_table(x: CrossCheck) -> Markup:

@@ -157,7 +157,34 @@ def test_cli_prints_the_crosscheck(tmp_path, target, capsys):
     assert analysis_main([str(this), "--compare-with", str(other), "--bootstrap", "20"]) == 0
     out = capsys.readouterr().out
     assert "cross-check: A = SGLang 0.5.15 (this run), B = reference engine" in out
-    assert "tau  2.50 vs  3.33 (-25.0%)  outputs identical 2/2" in out
+    assert "tau  2.50 vs  3.33 (-25.0%, from requests)  outputs identical 2/2" in out
+
+
+def _scrape(cell, generated, verifies):
+    """/metrics before and after a cell: the server's own counters, differenced over it."""
+    for name, (gen, ver) in (("metrics-before.prom", (100, 40)), ("metrics-after.prom", (100 + generated, 40 + verifies))):
+        (cell / name).write_text(f"sglang:generation_tokens_total{{model_name=\"m\"}} {gen}\n"
+                                 f"sglang:spec_verify_calls_total{{model_name=\"m\"}} {ver}\n")
+
+
+def test_records_without_spec_details_compare_both_servers_own_tau(tmp_path, target):
+    """SGLang 0.5.15 returns no per-request spec details: τ is then compared as each server's own
+    count over the same cells on both sides, not the client's τ of one side against the other's."""
+    this, other = _pair(tmp_path, target)
+    records = this / "tree-b4-k2" / "c1-r1" / "requests-h-1.jsonl"
+    lines = [json.loads(x) for x in records.read_text().splitlines()]
+    records.write_text("".join(json.dumps({**x, "spec": None}) + "\n" for x in lines))
+    _scrape(this / "tree-b4-k2" / "c1-r1", 30, 10)
+    _scrape(other / "tree-b4-k2" / "c1-r1", 30, 9)
+    tree = analyze(this, bootstrap=20).crosscheck.arms.set_index("arm").loc["tree-b4-k2"]
+    assert tree["tau_basis"] == "server"
+    assert (tree["tau_this"], tree["tau_other"]) == (pytest.approx(3.0), pytest.approx(30 / 9))
+    assert tree["tau_gap_pct"] == pytest.approx(-10.0) and not tree["tau_within_tolerance"]
+    assert "no spec_verify_ct" in tree["note"] and "server" in tree["note"]
+    # without the servers' counters on both sides there is nothing like-for-like to compare
+    (other / "tree-b4-k2" / "c1-r1" / "metrics-after.prom").unlink()
+    tree = analyze(this, bootstrap=20).crosscheck.arms.set_index("arm").loc["tree-b4-k2"]
+    assert tree["tau_gap_pct"] != tree["tau_gap_pct"] and tree["tau_basis"] != "server"
 
 
 def _fake_run(d, ended="2026-01-01T00:00:00+00:00", tables=False):
