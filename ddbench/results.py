@@ -40,6 +40,7 @@ STATUS = "status.json"
 SERVER_LOG = "server.log"
 TABLES = "tables"
 REPORT = "report.pdf"
+NOTES = "notes.md"  # a person's account of a run, written after it (what is missing, and why): the report prints it
 _SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
 REDACTED = "<redacted>"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -13,7 +14,7 @@ import yaml
 from markupsafe import Markup
 
 from analysis.analyze import Analysis
-from ddbench.results import write_bytes_atomic
+from ddbench.results import NOTES, write_bytes_atomic
 from report import crosscheck, figures, summary, tables
 from report.tex import breakable, environment, escape
 
@@ -67,8 +68,16 @@ def context(a: Analysis, figs: dict[str, Path]) -> dict:
         "failures_count": len(failures), "failures": tables.checks(failures),
         "check_counts": tables.check_counts(a.checks), "all_checks": tables.checks(a.checks),
         "profile_lines": _profile_lines(p.model_dump(mode="json")),
-        "crosscheck": crosscheck.context(a),
+        "crosscheck": crosscheck.context(a), "notes": notes(a.run.path),
     }
+
+
+def notes(run_path: Path) -> list[str]:
+    """The paragraphs of the run's notes.md, if someone wrote one (blank lines separate them)."""
+    path = Path(run_path) / NOTES
+    if not path.is_file():
+        return []
+    return [" ".join(p.split()) for p in re.split(r"\n\s*\n", path.read_text(encoding="utf-8")) if p.strip()]
 
 
 def _arm_text(a: Analysis, arm) -> str:

@@ -25,6 +25,7 @@ def built(tmp_path_factory):
     plan = Plan(arms=arms, requests_per_user=20, repetitions=2, prompt_ids=HOSTILE + [f"p{i}" for i in range(6)],
                 failed_cell=("tree--b15.k8", 4, 2), lossy_arm="linear-b16")
     run = write_run(tmp_path_factory.mktemp("rep"), plan)
+    (run / "notes.md").write_text("Arm tree-b31 was not run: 100% of_it\nmissing.\n\n  Second {note} here.\n")
     a = analyze(run, bootstrap=200)
     pdf, seconds = build(a)
     text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
@@ -46,6 +47,12 @@ def test_text_has_sections_arms_and_failure(built):
         assert arm in text
     assert "server exited with code -9 (out of memory)" in text
     assert "1 of 16 cells failed" in text
+
+
+def test_the_runs_notes_are_printed(built):
+    flat = re.sub(r"\s+", " ", built[2])
+    assert "Notes on this run" in flat
+    assert "Arm tree-b31 was not run: 100% of_it missing. Second {note} here." in flat
 
 
 def test_text_has_the_table_numbers(built):
