@@ -57,7 +57,7 @@ analyze RUN_DIR *ARGS:
 report RUN_DIR *ARGS:
     @python3 -m ddbench report "$@"
 
-# gzip a finished run's request records (what a committed run keeps)
+# gzip a finished run's records, scrapes, logs and telemetry (what a committed run keeps)
 pack RUN_DIR:
     @python3 -m ddbench pack "$@"
 

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from analysis import prom, serverlog
 from analysis.manifest import Manifest, load_manifest
 from ddbench.records import CellStatus, RequestRecord
-from ddbench.results import SERVER_LOG, STATUS, RunDir, read_record_text, record_files
+from ddbench.results import SERVER_LOG, STATUS, RunDir, read_record_text, read_run_text, record_files
 
 CELL = ["arm", "concurrency", "repetition"]
 _REQUIRED = {"request_id", "arm", "concurrency", "repetition", "warmup", "prompt_id", "category", "worker",
@@ -297,10 +297,11 @@ def _telemetry(path: Path, arm: str, c: int, r: int) -> pd.DataFrame:
     """containers/telemetry.py's lines, one tidy row per GPU per sample and one per host sample:
     {"kind": "source", "gpu": "nvml" | "nvidia-smi" | "absent", "reason"?} then
     {"kind": "sample", "t_unix", "t_ns", "host": {...}, "gpus": [{"index", "sm_clock_mhz", ...}]}."""
-    if not path.is_file():
+    text = read_run_text(path)
+    if text is None:
         return pd.DataFrame()
     rows = []
-    for n, line in enumerate(path.read_text().splitlines(), start=1):
+    for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:

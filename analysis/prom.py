@@ -6,6 +6,8 @@ import math
 import re
 from pathlib import Path
 
+from ddbench.results import read_run_text
+
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+\d+)?\s*$")
 
 
@@ -36,4 +38,5 @@ def parse(text: str, source: str = "<metrics>") -> dict[str, float]:
 
 
 def read(path: Path) -> dict[str, float] | None:
-    return parse(path.read_text(), str(path)) if path.is_file() else None
+    text = read_run_text(path)
+    return None if text is None else parse(text, str(path))

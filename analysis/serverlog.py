@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ddbench.results import read_run_text
+
 _PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)?(?:\s+([^\]]*))?\]\s*(.*)$")
 # field names as they appear in the log -> column names
 DECODE_FIELDS = {"#running-req": "running_req", "#token": "tokens", "token usage": "token_usage",
@@ -78,4 +80,5 @@ def _value(s: str):
 
 
 def read(path: Path) -> pd.DataFrame:
-    return parse(path.read_text(errors="replace")) if path.is_file() else pd.DataFrame(columns=COLUMNS)
+    text = read_run_text(path, errors="replace")
+    return pd.DataFrame(columns=COLUMNS) if text is None else parse(text)

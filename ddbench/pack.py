@@ -1,4 +1,4 @@
-"""`ddbench pack RUN_DIR`: gzip a finished run's request records before committing it."""
+"""`ddbench pack RUN_DIR`: gzip a finished run's records, scrapes, logs and telemetry before committing it."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ddbench pack: {e}", file=sys.stderr)
         return 1
     before, after = pack(run)
-    print(f"{run.path}: request records {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
+    print(f"{run.path}: run files {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
     return 0
 
 

@@ -6,7 +6,8 @@
         <arm>/status.json             whether the arm came up
         <arm>/c<C>-r<R>/              one cell: concurrency C, repetition R
             requests-<worker>.jsonl   one RequestRecord per line, one file per Locust process
-                                      (.jsonl.gz once `ddbench pack` has packed the run to commit it)
+                                      (this, the scrapes, logs and telemetry end in .gz once
+                                      `ddbench pack` has packed the run to commit it)
             metrics-before.prom       /metrics scraped before and after the cell
             metrics-after.prom
             telemetry.jsonl           GPU/host samples during the cell
@@ -99,13 +100,27 @@ def read_record_text(path: Path) -> str:
     return (gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()).decode()
 
 
-def pack(run: RunDir) -> tuple[int, int]:
-    """Gzip every cell's request records in place (deterministic bytes); return (bytes before, after).
+# what `pack` gzips: the request records, the /metrics scrapes (SGLang's run to ~20 KB each), the
+# server logs and the telemetry; readers take either form (record_files, read_run_text)
+PACKED = ("requests-*.jsonl", "metrics-*.prom", SERVER_LOG, "telemetry.jsonl")
 
-    Records are ~90% of a run's size; packed, a GPU run fits beside the models in a commit.
+
+def read_run_text(path: Path, errors: str = "strict") -> str | None:
+    """A run file's text, plain or packed (path + '.gz'); None when it is in neither form."""
+    if path.is_file():
+        return path.read_text(errors=errors)
+    gz = path.with_name(path.name + ".gz")
+    return gzip.decompress(gz.read_bytes()).decode(errors=errors) if gz.is_file() else None
+
+
+def pack(run: RunDir) -> tuple[int, int]:
+    """Gzip a finished run's bulky text files in place (deterministic bytes); return (bytes before, after).
+
+    Packed, a GPU run fits beside the models in a commit, and the tree still leaves room in a
+    device call for the bundles.
     """
     before = after = 0
-    for f in sorted(run.path.rglob("requests-*.jsonl")):  # retired attempts too
+    for f in sorted(p for pattern in PACKED for p in run.path.rglob(pattern)):  # retired attempts too
         data = f.read_bytes()
         packed = gzip.compress(data, compresslevel=9, mtime=0)
         write_bytes_atomic(f.with_name(f.name + ".gz"), packed)

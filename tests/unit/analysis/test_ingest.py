@@ -103,17 +103,22 @@ def test_missing_status_is_a_missing_cell(hand_run):
     assert row["status"] == "missing" and "did not finish" in row["reason"]
 
 
-def test_packed_records_read_the_same(tmp_path):
-    """`ddbench pack` gzips records in place (twice gives the same bytes); ingest reads them unchanged."""
+def test_packed_runs_read_the_same(tmp_path):
+    """`ddbench pack` gzips records, /metrics scrapes, server logs and telemetry in place (twice
+    gives the same bytes); ingest reads every table of them unchanged."""
     from analysis.synth import Plan, write_run
-    from ddbench.results import RunDir, pack
+    from ddbench.results import PACKED, RunDir, pack
 
     run = write_run(tmp_path, Plan(concurrency=[1], repetitions=1, requests_per_user=5, prompts=4,
                                    failed_cell=None))
-    plain = ingest.load(run).requests
+    plain = ingest.load(run)
+    assert not plain.server.empty and not plain.log.empty
     before, after = pack(RunDir.open(run))
     assert 0 < after < before
-    assert not list(run.rglob("requests-*.jsonl")) and list(run.rglob("requests-*.jsonl.gz"))
-    packed = ingest.load(run).requests
-    assert packed.equals(plain)
+    for pattern in PACKED:
+        assert not list(run.rglob(pattern)), pattern
+    assert list(run.rglob("metrics-before.prom.gz")) and list(run.rglob("server.log.gz"))
+    packed = ingest.load(run)
+    for table in ("requests", "server", "log", "telemetry"):
+        assert getattr(packed, table).equals(getattr(plain, table)), table
     assert pack(RunDir.open(run)) == (0, 0)  # nothing left to pack
