@@ -99,6 +99,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--concurrency", help="comma-separated C values: aggregate tokens/s under batching")
     p.add_argument("--rounds", type=int, default=2, help="with --concurrency: passes over the prompts")
     p.add_argument("--forward-costs", action="store_true", help="also time the bare forwards a step is made of")
+    p.add_argument("--profile", action="store_true",
+                   help="also split the tree arms' bookkeeping into its parts (host time per step, torch.profiler)")
     return p.parse_args(argv)
 
 
@@ -169,6 +171,29 @@ def forward_costs(engine: Engine, context: int = 64, reps: int = 20) -> dict[str
     costs[f"drafter {b}-token block"] = clock(lambda: d.logits(t, d(
         block, torch.arange(context, context + b, device=dev)[None], cache=dcache)[:, 1:]))
     return costs
+
+
+PARTS = ("tree.topk", "tree.build", "tree.masks", "tree.walk", "tree.compact", "tree.features")
+
+
+@torch.inference_mode()
+def profile_parts(engine: Engine, arms: list[str], prompts: list[list[int]], max_tokens: int,
+                  stop: list[int]) -> dict[str, dict[str, float]]:
+    """Per tree/chain arm, the host time per step (us) of each labelled part of ddtree.step's
+    bookkeeping (a part that waits for the GPU, as topk's copy to the host does, counts the wait)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    out = {}
+    for a in arms:
+        plan = Plan.parse(a)
+        if plan.kind not in ("tree", "chain"):
+            continue
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            steps = sum(len(engine.generate(p, plan, Sampling(), max_tokens=max_tokens, stop_ids=stop).steps)
+                        for p in prompts)
+        times = {e.key: e.cpu_time_total for e in prof.key_averages()}
+        out[a] = {part: times.get(part, 0.0) / steps for part in PARTS}
+    return out
 
 
 def report(results: dict[str, ArmResult], outputs, header: str) -> list[str]:
@@ -254,9 +279,15 @@ def main(argv=None) -> int:
     costs = forward_costs(engine) if args.forward_costs else {}
     for name, ms in costs.items():
         print(f"{name}: {ms:.2f} ms")
+    parts = profile_parts(engine, arms, prompts, args.max_tokens, stop) if args.profile else {}
+    if parts:
+        print("bookkeeping parts, host us per step under torch.profiler: " + "  ".join(PARTS))
+        for a, row in parts.items():
+            print(f"{a:<16} " + "  ".join(f"{row[p]:>{len(p)}.1f}" for p in PARTS))
     if args.json:
         rows = [{**asdict(r), "decode_tps": r.decode_tps, "e2e_tps": r.e2e_tps, "tau": r.tau} for r in results.values()]
-        args.json.write_text(json.dumps({"header": header, "arms": rows, "forward_ms": costs}, indent=2) + "\n")
+        args.json.write_text(json.dumps({"header": header, "arms": rows, "forward_ms": costs,
+                                         "bookkeeping_us": parts}, indent=2) + "\n")
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from torch.profiler import record_function
 
 from refengine.output import Step
 from refengine.sampling import pick_rows
@@ -23,27 +24,35 @@ def step(engine, reqs, plan) -> None:
     t0 = engine.clock()
     logprobs = engine.draft(reqs, depth, block).float().log_softmax(-1)
     t1 = engine.clock()
-    k = min(plan.width, logprobs.shape[-1])
-    values, ids = logprobs.topk(k, dim=-1)
-    values, ids = values.tolist(), ids.tolist()
-    trees = [build(r.root, v, i, plan.budget, plan.depth_bonus) for r, v, i in zip(reqs, values, ids, strict=True)]
-    width = max(len(t.tokens) for t in trees)
-    tokens = np.zeros((len(reqs), width), dtype=np.int64)
-    depths = np.zeros((len(reqs), width), dtype=np.int64)
-    visible = np.broadcast_to(np.eye(width, dtype=bool), (len(reqs), width, width)).copy()
-    for i, t in enumerate(trees):
-        s = len(t.tokens)
-        tokens[i, :s], depths[i, :s], visible[i, :s, :s] = t.tokens, t.depths, t.visible()
-    starts = torch.tensor([[r.start] for r in reqs])
+    # the labels name the parts of the bookkeeping for `refengine.bench --profile`
+    with record_function("tree.topk"):
+        k = min(plan.width, logprobs.shape[-1])
+        values, ids = logprobs.topk(k, dim=-1)
+        values, ids = values.tolist(), ids.tolist()
+    with record_function("tree.build"):
+        trees = [build(r.root, v, i, plan.budget, plan.depth_bonus)
+                 for r, v, i in zip(reqs, values, ids, strict=True)]
+    with record_function("tree.masks"):
+        width = max(len(t.tokens) for t in trees)
+        tokens = np.zeros((len(reqs), width), dtype=np.int64)
+        depths = np.zeros((len(reqs), width), dtype=np.int64)
+        visible = np.broadcast_to(np.eye(width, dtype=bool), (len(reqs), width, width)).copy()
+        for i, t in enumerate(trees):
+            s = len(t.tokens)
+            tokens[i, :s], depths[i, :s], visible[i, :s, :s] = t.tokens, t.depths, t.visible()
+        starts = torch.tensor([[r.start] for r in reqs])
     t2 = engine.clock()
     logits, feats = engine.verify(torch.from_numpy(tokens), starts + torch.from_numpy(depths),
                                   torch.from_numpy(visible))
     choice = pick_rows(logits, reqs, [len(t.tokens) for t in trees]).tolist()
     t3 = engine.clock()
-    paths = [walk(t, c) for t, c in zip(trees, choice, strict=True)]
-    engine.tcache.compact(paths)
-    for i, (r, path) in enumerate(zip(reqs, paths, strict=True)):
-        r.features = feats[i, path][None]  # advanced indexing copies: safe from the next graph replay
+    with record_function("tree.walk"):
+        paths = [walk(t, c) for t, c in zip(trees, choice, strict=True)]
+    with record_function("tree.compact"):
+        engine.tcache.compact(paths)
+    with record_function("tree.features"):
+        for i, (r, path) in enumerate(zip(reqs, paths, strict=True)):
+            r.features = feats[i, path][None]  # advanced indexing copies: safe from the next graph replay
     t4 = engine.clock()
     for r, t, c, path in zip(reqs, trees, choice, paths, strict=True):
         committed = r.commit([t.tokens[n] for n in path[1:]] + [c[path[-1]]])

@@ -1,0 +1,23 @@
+"""`python -m refengine.bench` (`just bench-engine`) on the random pair: its JSON, and --profile's
+split of the tree arms' bookkeeping."""
+
+import json
+
+from refengine.bench import PARTS, main
+
+
+def test_bench_json_and_bookkeeping_parts(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert main(["--arms", "ar,linear-b8,tree-b7-k2", "--n-prompts", "2", "--max-tokens", "12",
+                 "--profile", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    arms = {a["arm"]: a for a in doc["arms"]}
+    assert set(arms) == {"ar", "linear-b8", "tree-b7-k2"}
+    assert arms["ar"]["tau"] == 1.0
+    for a in ("linear-b8", "tree-b7-k2"):
+        assert arms[a]["tau"] >= 1.0 and arms[a]["steps"] > 0
+    # only tree/chain arms are split, and each labelled part of their step was seen
+    assert set(doc["bookkeeping_us"]) == {"tree-b7-k2"}
+    assert all(doc["bookkeeping_us"]["tree-b7-k2"][p] > 0 for p in PARTS)
+    printed = capsys.readouterr().out
+    assert "bookkeeping parts" in printed and "2/2" in printed  # every arm's tokens equal ar's
