@@ -176,8 +176,13 @@ def test_records_without_spec_details_compare_both_servers_own_tau(tmp_path, tar
     records.write_text("".join(json.dumps({**x, "spec": None}) + "\n" for x in lines))
     _scrape(this / "tree-b4-k2" / "c1-r1", 30, 10)
     _scrape(other / "tree-b4-k2" / "c1-r1", 30, 9)
-    tree = analyze(this, bootstrap=20).crosscheck.arms.set_index("arm").loc["tree-b4-k2"]
+    a = analyze(this, bootstrap=20)
+    tree = a.crosscheck.arms.set_index("arm").loc["tree-b4-k2"]
     assert tree["tau_basis"] == "server"
+    # the run's own summary carries the server's tau beside the (missing) per-request one
+    row = a.summary.set_index("arm").loc["tree-b4-k2"]
+    assert row["pooled_tau"] != row["pooled_tau"] and row["server_tau"] == pytest.approx(3.0)
+    assert "/metrics counters" in row["server_tau_source"]
     assert (tree["tau_this"], tree["tau_other"]) == (pytest.approx(3.0), pytest.approx(30 / 9))
     assert tree["tau_gap_pct"] == pytest.approx(-10.0) and not tree["tau_within_tolerance"]
     assert "no spec_verify_ct" in tree["note"] and "server" in tree["note"]
