@@ -16,6 +16,7 @@
             status.json               a CellStatus
         tables/                       analysis output
         report.pdf
+        notes.md                      optional: a person's account written after the run, printed in the report
 
 Every write is atomic (a temp file, then a rename), and every text written passes through
 redact(): no value of an environment variable named like a secret ever lands on disk.
