@@ -41,7 +41,8 @@ TAU_TOLERANCE = 0.05     # the same algorithm on two engines: τ should agree wi
 VARY = ("backend", "backend version", "image", "attention backend", "overlap scheduler", "page size",
         "max running requests", "runtime env", "runtime args", "arm env", "arm args")
 ARM_COLUMNS = [
-    "arm", "kind", "temperature", "tau_basis", "tau_this", "tau_this_lo", "tau_this_hi", "tau_other", "tau_other_lo", "tau_other_hi",
+    "arm", "kind", "temperature", "tau_basis", "tau_this", "tau_this_lo", "tau_this_hi", "tau_other", "tau_other_lo",
+    "tau_other_hi",
     "tau_gap_pct", "tau_gap_pct_lo", "tau_gap_pct_hi", "tau_within_tolerance", "tau_server_this",
     "tau_server_this_source", "tau_server_other", "tau_server_other_source", "n_this", "n_other",
     "pairs", "identical", "agreement_rate", "prefix_chars_mean", "prefix_fraction_mean", "prefix_tokens_mean",

@@ -162,7 +162,8 @@ def test_cli_prints_the_crosscheck(tmp_path, target, capsys):
 
 def _scrape(cell, generated, verifies):
     """/metrics before and after a cell: the server's own counters, differenced over it."""
-    for name, (gen, ver) in (("metrics-before.prom", (100, 40)), ("metrics-after.prom", (100 + generated, 40 + verifies))):
+    counts = (("metrics-before.prom", (100, 40)), ("metrics-after.prom", (100 + generated, 40 + verifies)))
+    for name, (gen, ver) in counts:
         (cell / name).write_text(f"sglang:generation_tokens_total{{model_name=\"m\"}} {gen}\n"
                                  f"sglang:spec_verify_calls_total{{model_name=\"m\"}} {ver}\n")
 

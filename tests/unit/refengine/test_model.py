@@ -115,9 +115,9 @@ def test_drafter_tentative_context_append_equals_committed_append(rand_pair):
         for r, n in enumerate(prompt):
             drafter.append_context(feats[r:r + 1, :n], torch.arange(n)[None], cache.rows(r, r + 1))
     new = torch.zeros(3, width, feats.shape[-1])
-    for r, (n, c) in enumerate(zip(prompt, counts)):
+    for r, (n, c) in enumerate(zip(prompt, counts, strict=True)):
         new[r, :c] = feats[r, n:n + c]
-    starts = torch.tensor([n + c for n, c in zip(prompt, counts)])
+    starts = torch.tensor([n + c for n, c in zip(prompt, counts, strict=True)])
     ctx_pos = starts[:, None] - torch.tensor(counts)[:, None] + torch.arange(width)
     block_pos = starts[:, None] + torch.arange(16)
     eager, graphed = caches
