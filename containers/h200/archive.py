@@ -153,11 +153,6 @@ def write_tar_xz(entries: list[Entry], out: Path, extra: dict[str, bytes] | None
     return {"members": len(dirs) + len(files), "files": len(files), "unpacked_bytes": unpacked}
 
 
-def sha256_bytes_of(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def part_name(archive_name: str, index: int) -> str:
     return f"{archive_name}.{index:02d}"
 

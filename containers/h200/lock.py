@@ -6,7 +6,6 @@ reads a lock as it is; the trailing comment names the wheel file, which the buil
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import subprocess
@@ -19,6 +18,7 @@ from urllib.parse import unquote, urlparse
 from packaging.requirements import Requirement
 
 from containers.h200.layers import PLATFORMS, PYTHON_VERSION, Layer, canonical
+from containers.refengine.wheelhouse import sha256
 
 LINE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s#]+)\s+--hash=sha256:(?P<sha>[0-9a-f]{64})"
                   r"\s*(?:#\s*(?P<file>\S+\.whl))?\s*$")
@@ -92,11 +92,6 @@ def pip(args: list[str]) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"h200 bundle: pip failed ({' '.join(argv)}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
-
-
-def sha256_file(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def pin_from_report(item: dict) -> Pin:
@@ -229,7 +224,7 @@ def download(pins: list[Pin], cache: Path) -> dict[str, Path]:
         path = cache / p.filename
         if not path.is_file():
             raise SystemExit(f"h200 bundle: pip did not save {p.filename} for {p.name}=={p.version} in {cache}")
-        got = sha256_file(path)
+        got = sha256(path)
         if got != p.sha256:
             raise SystemExit(f"h200 bundle: {path} has sha256 {got}, the lock says {p.sha256}; delete it and rebuild")
         out[p.key] = path

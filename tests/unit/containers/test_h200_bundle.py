@@ -359,7 +359,7 @@ def test_shipped_manifests_match_their_locks():
             continue
         doc = json.loads(lay.manifest.read_text())
         pins = {canonical(p.name): p for p in lock.read(lay.lockfile)}
-        assert doc["lock"]["sha256"] == lock.sha256_file(lay.lockfile), f"{name}: rebuild after re-locking"
+        assert doc["lock"]["sha256"] == sha256(lay.lockfile), f"{name}: rebuild after re-locking"
         assert {canonical(w["name"]): w["sha256"] for w in doc["wheels"]} == {k: p.sha256 for k, p in pins.items()}
         assert sum(p["size"] for p in doc["parts"]) == doc["archive"]["size"]
         caps = doc["part_size"] if isinstance(doc["part_size"], list) else [doc["part_size"]]
@@ -407,7 +407,7 @@ def overlay_doc(tmp_path, files: dict[str, bytes], name="ovl"):
     archive.write_tar_xz([entry(p, d) for p, d in files.items()], out)
     parts = archive.split(out, 10_000, root / name)
     doc = {"layer": name, "overlay_onto": "toy", "below": ["toy"], "wheels": [], "lock": {"sha256": None},
-           "archive": {"sha256": archive.sha256_bytes_of(out), "files": len(files)}, "parts": parts,
+           "archive": {"sha256": sha256(out), "files": len(files)}, "parts": parts,
            "parts_dir": f".h200/{name}", "source": {"repo": "r", "commit": "c" * 40}}
     (tmp_path / "manifests" / f"{name}.manifest.json").write_text(json.dumps(doc))
     return doc
