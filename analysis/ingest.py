@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from analysis import prom, serverlog
 from analysis.manifest import Manifest, load_manifest
 from ddbench.records import CellStatus, RequestRecord
-from ddbench.results import SERVER_LOG, STATUS, RunDir, read_record_text, read_run_text, record_files
+from ddbench.results import SERVER_LOG, STATUS, RunDir, read_run_text, record_files
 
 CELL = ["arm", "concurrency", "repetition"]
 _REQUIRED = {"request_id", "arm", "concurrency", "repetition", "warmup", "prompt_id", "category", "worker",
@@ -153,7 +153,7 @@ def _check_cell(path: Path, t: pa.Table, arm: str, c: int, r: int) -> None:
 
 def _read_requests_slow(path: Path, arm: str, c: int, r: int) -> pa.Table:
     rows = []
-    for n, line in enumerate(read_record_text(path).splitlines(), start=1):
+    for n, line in enumerate(read_run_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:

@@ -97,21 +97,19 @@ def record_files(cell: Path) -> list[Path]:
     return sorted([*cell.glob("requests-*.jsonl"), *cell.glob("requests-*.jsonl.gz")])
 
 
-def read_record_text(path: Path) -> str:
-    return (gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()).decode()
-
-
 # what `pack` gzips: the request records, the /metrics scrapes (SGLang's run to ~20 KB each), the
 # server logs and the telemetry; readers take either form (record_files, read_run_text)
 PACKED = ("requests-*.jsonl", "metrics-*.prom", SERVER_LOG, "telemetry.jsonl")
 
 
 def read_run_text(path: Path, errors: str = "strict") -> str | None:
-    """A run file's text, plain or packed (path + '.gz'); None when it is in neither form."""
-    if path.is_file():
-        return path.read_text(errors=errors)
-    gz = path.with_name(path.name + ".gz")
-    return gzip.decompress(gz.read_bytes()).decode(errors=errors) if gz.is_file() else None
+    """A run file's text: `path` itself (gunzipped if it ends in .gz), else its packed form
+    path + '.gz'; None when it is in neither form."""
+    for p in (path, path.with_name(path.name + ".gz")):
+        if p.is_file():
+            data = p.read_bytes()
+            return (gzip.decompress(data) if p.suffix == ".gz" else data).decode(errors=errors)
+    return None
 
 
 def pack(run: RunDir) -> tuple[int, int]:

@@ -13,7 +13,7 @@ import socket
 from pathlib import Path
 
 from ddbench.records import RequestRecord
-from ddbench.results import REDACTED, read_record_text, record_files, secret_values
+from ddbench.results import REDACTED, read_run_text, record_files, secret_values
 
 
 def worker_name() -> str:
@@ -46,7 +46,7 @@ def read_records(directory: str | Path) -> list[RequestRecord]:
     """Every record of a cell directory; a malformed line is an error naming file and line."""
     out = []
     for path in record_files(Path(directory)):  # plain, or packed by `ddbench pack`
-        for n, line in enumerate(read_record_text(path).splitlines(), start=1):
+        for n, line in enumerate(read_run_text(path).splitlines(), start=1):
             if not line.strip():
                 continue
             try:

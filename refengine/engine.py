@@ -149,14 +149,15 @@ class Engine:
         # eager: the widest new context; graphed: always a whole block (a step commits <= block
         # tokens), so that the context append is part of the captured forward
         width = d.block_size if self.graphs else max(counts)
-        dim = self.target.config.hidden_size * len(d.target_layer_ids)
-        feats = torch.zeros(len(reqs), width, dim, dtype=d.dtype, device=dev)
-        for i, r in enumerate(reqs):
-            if counts[i]:  # none right after prefill: prefill cached the prompt's context
-                feats[i, :counts[i]] = r.features[0]
-            r.features = None
-        # row i's new context sits just before its root: positions start - count .. start - 1
-        ctx_pos = starts[:, None] - torch.tensor(counts, device=dev)[:, None] + torch.arange(width, device=dev)
+        if width:  # eager, right after prefill no row has new context: prefill cached the prompt's
+            dim = self.target.config.hidden_size * len(d.target_layer_ids)
+            feats = torch.zeros(len(reqs), width, dim, dtype=d.dtype, device=dev)
+            for i, r in enumerate(reqs):
+                if counts[i]:
+                    feats[i, :counts[i]] = r.features[0]
+                r.features = None
+            # row i's new context sits just before its root: positions start - count .. start - 1
+            ctx_pos = starts[:, None] - torch.tensor(counts, device=dev)[:, None] + torch.arange(width, device=dev)
         ids = torch.full((len(reqs), block), d.mask_token_id, device=dev)
         ids[:, 0] = torch.tensor([r.root for r in reqs], device=dev)
         block_pos = starts[:, None] + torch.arange(block, device=dev)
