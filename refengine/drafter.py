@@ -107,10 +107,14 @@ class Drafter(nn.Module, Pretrained):
         With `counts`, row r keeps only its first counts[r] entries: the rows of a batch bring
         different numbers of new tokens, padded to C.
         """
+        self.write_context(features, positions, cache)
+        cache.advance(counts if counts is not None else [features.shape[1]] * features.shape[0])
+
+    def write_context(self, features: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> None:
+        """Write the context entries of features [B, C, K*D] at each row's tentative slots, uncommitted."""
         slots = cache.slots(features.shape[1])
         for i, (k, v) in enumerate(self.context_kv(features, positions)):
             cache.write(i, k, v, slots)
-        cache.advance(counts if counts is not None else [features.shape[1]] * features.shape[0])
 
     def forward(self, embeds: torch.Tensor, positions: torch.Tensor, features: torch.Tensor | None = None,
                 cache: KVCache | None = None, visible: torch.Tensor | None = None,
@@ -123,9 +127,7 @@ class Drafter(nn.Module, Pretrained):
         if cache is not None:
             lengths = cache.lengths
             if c and counts is not None:
-                slots = cache.slots(c)
-                for i, (k, v) in enumerate(self.context_kv(features, positions[:, :c])):
-                    cache.write(i, k, v, slots)
+                self.write_context(features, positions[:, :c], cache)
                 lengths = lengths + counts
             elif c:
                 self.append_context(features, positions[:, :c], cache)
