@@ -1,8 +1,9 @@
 """Comparisons between arms, only at matched conditions.
 
 A pair of (arm, concurrency) measurements may be compared only when everything but the arm
-under study is equal: profile settings, model pair, prompt set (by hash), max_tokens and
-temperature as actually sent, concurrency and runtime switches. Anything else raises
+under study is equal: profile settings, model pair (by path, and by contents where the manifests
+record them), prompt set (by hash), max_tokens and temperature as actually sent, concurrency and
+runtime switches. Anything else raises
 MismatchError naming the condition that differs: acceptance shifts with concurrency and prompt
 mix, so a ratio across conditions answers no question.
 """
@@ -30,6 +31,7 @@ def conditions(run: Run, arm_id: str, concurrency: int) -> dict[str, object]:
     return {
         "backend": p.backend.kind, "backend version": p.backend.version, "image": p.backend.image,
         "target model": p.models.target, "drafter": p.models.drafter,
+        "target weights": run.manifest.weights("target"), "drafter weights": run.manifest.weights("drafter"),
         "device": p.placement.device, "GPUs": len(p.placement.gpus), "tensor parallel": p.placement.tp_size,
         "prompt set": run.manifest.prompt_set_digest or w.prompt_set, "categories": tuple(sorted(w.categories)),
         "max_tokens": sent["max_tokens"] or (w.max_tokens,),

@@ -33,6 +33,7 @@ class Manifest(BaseModel):
     profile: Profile
     profile_digest: str | None = None
     prompt_set_digest: str | None = None
+    models: dict[str, Any] = {}   # role -> {path, sha256, files}: the checkpoints' contents when recorded
     git: Git = Git()
     host: Host = Host()
     packages: dict[str, str] = {}
@@ -40,6 +41,10 @@ class Manifest(BaseModel):
     started: str | None = None
     ended: str | None = None
     images: dict[str, str] | list[Any] = {}
+
+    def weights(self, role: str) -> str | None:
+        """The recorded digest of a checkpoint's contents (None: a hub id, or a run from before they were recorded)."""
+        return (self.models.get(role) or {}).get("sha256")
 
     @property
     def digest_matches(self) -> bool | None:

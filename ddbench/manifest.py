@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import shutil
 import subprocess
 from datetime import UTC, datetime
 from importlib import metadata
+from pathlib import Path
 
 from ddbench.profile import REPO_ROOT, Profile, repo_path
 from ddbench.prompts import prompt_set_digest
@@ -108,6 +110,29 @@ def package_versions() -> dict:
     return out
 
 
+def file_sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def checkpoint_digest(path: Path) -> dict:
+    """sha256 of every file in a checkpoint directory, and one digest over them all: the model
+    paths in a profile name directories whose contents can change under the same name."""
+    files = {f.relative_to(path).as_posix(): file_sha256(f)
+             for f in sorted(path.rglob("*")) if f.is_file() and f.name != "README.md"}
+    combined = hashlib.sha256("".join(f"{n}\0{d}\n" for n, d in files.items()).encode()).hexdigest()
+    return {"sha256": combined, "files": files}
+
+
+def model_digests(profile: Profile) -> dict:
+    """{role: digest} for the profile's checkpoints that are local directories (a hub id has none here)."""
+    out = {}
+    for role, name in profile.models.model_dump().items():
+        if name and (path := repo_path(name)).is_dir():
+            out[role] = {"path": name, **checkpoint_digest(path)}
+    return out
+
+
 def build_manifest(profile: Profile, source: str, run: RunDir) -> dict:
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
     prompt_file = repo_path(profile.workload.prompt_set)
@@ -117,6 +142,7 @@ def build_manifest(profile: Profile, source: str, run: RunDir) -> dict:
         "profile_source": source,
         "profile_digest": profile.digest(),
         "prompt_set_digest": prompt_set_digest(prompt_file) if prompt_file.is_file() else None,
+        "models": model_digests(profile),
         "git": git_state(),
         "host": host_info(),
         "packages": package_versions(),

@@ -23,13 +23,18 @@ class BuildError(RuntimeError):
     pass
 
 
+def _model(name: str, digest: str | None) -> str:
+    return name if digest is None else breakable(f"{name}, contents sha256 {digest[:16]}")
+
+
 def context(a: Analysis, figs: dict[str, Path]) -> dict:
     m, p = a.run.manifest, a.run.profile
     host = m.host
     gpus = ", ".join(str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in host.gpus) or "none"
     rec = lambda v: "not recorded" if v in (None, "", []) else v  # noqa: E731
     setup = [("backend", f"{p.backend.kind} ({p.backend.runtime}), version {rec(p.backend.version)}"),
-             ("target model", p.models.target), ("drafter", rec(p.models.drafter)),
+             ("target model", _model(p.models.target, m.weights("target"))),
+             ("drafter", _model(rec(p.models.drafter), m.weights("drafter"))),
              ("placement", f"{p.placement.device}, tensor parallel {p.placement.tp_size}"),
              ("CPU", f"{rec(host.cpu)}, {rec(host.cores)} cores"),
              ("memory", f"{host.memory_bytes / 2**30:.0f} GiB" if host.memory_bytes else "not recorded"),

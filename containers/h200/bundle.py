@@ -21,7 +21,7 @@ from pathlib import Path
 
 from containers.h200 import archive, lock
 from containers.h200.layers import LAYERS, PYTHON_VERSION, Layer, canonical, layer
-from containers.refengine.wheelhouse import sha256
+from ddbench.manifest import file_sha256
 from ddbench.profile import REPO_ROOT
 
 BUNDLE_ROOT = REPO_ROOT / ".h200"
@@ -84,9 +84,9 @@ def build(lay: Layer, root: Path = BUNDLE_ROOT, manifest: Path | None = None,
         "layer": lay.name,
         "python": f"cp{PYTHON_VERSION.replace('.', '')}",
         "below": list(lay.below),
-        "lock": {"file": lay.lockfile.name, "sha256": sha256(lay.lockfile)},
+        "lock": {"file": lay.lockfile.name, "sha256": file_sha256(lay.lockfile)},
         "wheels": records,
-        "archive": {"name": out.name, "sha256": sha256(out), "size": out.stat().st_size,
+        "archive": {"name": out.name, "sha256": file_sha256(out), "size": out.stat().st_size,
                     "xz_preset": archive.XZ_PRESET, **stats},
         "part_size": part_size,
         "parts_dir": f".h200/{lay.name}",
@@ -105,7 +105,7 @@ def resplit(lay: Layer, part_size: int | tuple[int, ...], root: Path = BUNDLE_RO
     """Cut the built archive again (other part sizes) and update the manifest, without rebuilding."""
     doc = json.loads(lay.manifest.read_text())
     out = root / "build" / doc["archive"]["name"]
-    if not out.is_file() or sha256(out) != doc["archive"]["sha256"]:
+    if not out.is_file() or file_sha256(out) != doc["archive"]["sha256"]:
         raise archive.BundleError(f"{out} is missing or is not the manifest's archive: build {lay.name} first")
     doc["parts"] = archive.split(out, part_size, root / lay.name)
     doc["part_size"] = part_size

@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlparse
 from packaging.requirements import Requirement
 
 from containers.h200.layers import PLATFORMS, PYTHON_VERSION, Layer, canonical
-from containers.refengine.wheelhouse import sha256
+from ddbench.manifest import file_sha256
 
 LINE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s#]+)\s+--hash=sha256:(?P<sha>[0-9a-f]{64})"
                   r"\s*(?:#\s*(?P<file>\S+\.whl))?\s*$")
@@ -224,7 +224,7 @@ def download(pins: list[Pin], cache: Path) -> dict[str, Path]:
         path = cache / p.filename
         if not path.is_file():
             raise SystemExit(f"h200 bundle: pip did not save {p.filename} for {p.name}=={p.version} in {cache}")
-        got = sha256(path)
+        got = file_sha256(path)
         if got != p.sha256:
             raise SystemExit(f"h200 bundle: {path} has sha256 {got}, the lock says {p.sha256}; delete it and rebuild")
         out[p.key] = path

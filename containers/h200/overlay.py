@@ -25,7 +25,7 @@ from pathlib import Path
 from containers.h200 import archive, lock
 from containers.h200.bundle import BUNDLE_ROOT
 from containers.h200.layers import HERE, SGLANG
-from containers.refengine.wheelhouse import sha256
+from ddbench.manifest import file_sha256
 
 DOCKERFILE = HERE.parent / "sglang" / "Dockerfile.hopper"
 NAME = "ddtree"
@@ -119,7 +119,7 @@ def build(src: Path, repo: str, commit: str, root: Path = BUNDLE_ROOT, manifest:
                    "onto": f"sglang=={sglang_pin.version} ({sglang_pin.sha256})", "files": counts},
         "wheels": [],
         "lock": {"file": None, "sha256": None},
-        "archive": {"name": out.name, "sha256": sha256(out), "size": out.stat().st_size,
+        "archive": {"name": out.name, "sha256": file_sha256(out), "size": out.stat().st_size,
                     "xz_preset": archive.XZ_PRESET, **stats},
         "part_size": PART_SIZE,
         "parts_dir": f".h200/{NAME}",

@@ -14,7 +14,6 @@ extra index (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from ddbench.manifest import file_sha256
 from ddbench.profile import REPO_ROOT
 
 HERE = Path(__file__).resolve().parent
@@ -52,11 +52,6 @@ def pip(variant: str, command: str, args: list[str]) -> None:
                          f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
 
 
-def sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def lock_line(item: dict) -> str:
     """`name==version --hash=sha256:...` for one entry of pip's installation report."""
     meta, info = item["metadata"], item["download_info"]
@@ -65,7 +60,7 @@ def lock_line(item: dict) -> str:
         url = urlparse(info["url"])
         if url.scheme != "file":
             raise SystemExit(f"wheelhouse: no sha256 for {meta['name']} from {info['url']}")
-        digest = sha256(Path(unquote(url.path)))
+        digest = file_sha256(Path(unquote(url.path)))
     return f"{meta['name'].lower().replace('_', '-')}=={meta['version']} --hash=sha256:{digest}"
 
 

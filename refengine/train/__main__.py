@@ -2,7 +2,8 @@
 
     corpus     write the corpus manifest (files + sha256 + split) from this CPython's stdlib
     tokenizer  train the byte-level BPE on the training split
-    tokens     encode both splits into uint16 token streams
+    tokens     encode both splits into uint16 token streams, and the training split's docstrings
+               as chat-shaped requests (refengine/train/requests.py)
     target     train the Qwen3 target (a GPU for the h200 size)
     greedy     generate the target's greedy continuations for drafter training
     drafter    train the DFlash drafter against the frozen target
@@ -82,7 +83,8 @@ def stage_tokenizer(args):
 
 
 def stage_tokens(args):
-    from refengine.train import corpus, tokenizer, tokens
+    from refengine.train import corpus, requests, tokenizer, tokens
+    from refengine.train.configs import DRAFTERS
     m = corpus.load_manifest(args.manifest)
     tok = tokenizer.load(args.work / "tokenizer")
     root = args.stdlib or Path(m["root"])
@@ -93,6 +95,12 @@ def stage_tokens(args):
         stream, starts = tokens.encode_docs(tok, texts)
         tokens.save(args.work / "tokens", split, stream, starts)
         print(f"{split}: {len(texts)} files, {len(stream)} tokens")
+        if split == "train":
+            asks = requests.docstring_requests(texts)
+            fit = DRAFTERS[args.size].prompt_len
+            stream, starts = requests.encode(tok, asks, fit)
+            tokens.save(args.work / "tokens", "requests", stream, starts)
+            print(f"requests: {len(starts)} of {len(asks)} docstring requests fit {fit} tokens")
 
 
 def stage_target(args):
@@ -130,11 +138,21 @@ def stage_greedy(args):
     dev = device_of(args)
     target = load_target(args, dev)
     stream, starts = tokens.load(args.work / "tokens", "train")
-    prompts = greedy.cut_prompts(stream, starts, size.prompts, size.prompt_len, np.random.default_rng(args.seed))
+    cuts = greedy.cut_prompts(stream, starts, size.prompts, size.prompt_len, np.random.default_rng(args.seed))
+    prompts = list(cuts)
+    if size.request_repeat:
+        asks, at = tokens.load(args.work / "tokens", "requests")
+        prompts += np.split(asks, at[1:]) if len(at) else []
     t0 = time.time()
-    seqs = greedy.generate(target, prompts, size.gen_len, batch=4096 if dev == "cuda" else 64)
+    seqs = greedy.generate_to(target, prompts, size.prompt_len + size.gen_len, batch=4096 if dev == "cuda" else 64)
+    begins = np.asarray([len(p) for p in prompts], dtype=np.int64)
+    n_req = len(prompts) - len(cuts)  # requests are few and chat-shaped: seen request_repeat times as often
+    seqs = np.concatenate([seqs, *[seqs[len(cuts):]] * max(size.request_repeat - 1, 0)])
+    begins = np.concatenate([begins, *[begins[len(cuts):]] * max(size.request_repeat - 1, 0)])
     np.save(args.work / "greedy.npy", seqs)
-    print(f"greedy: {seqs.shape} in {time.time() - t0:.1f}s -> {args.work / 'greedy.npy'}")
+    np.save(args.work / "greedy_starts.npy", begins)
+    print(f"greedy: {len(cuts)} file cuts + {n_req} requests x {size.request_repeat} -> {seqs.shape} "
+          f"in {time.time() - t0:.1f}s -> {args.work / 'greedy.npy'}")
 
 
 def stage_drafter(args):
@@ -149,11 +167,11 @@ def stage_drafter(args):
     target = load_target(args, dev)
     tok = tokenizer.load(args.work / "tokenizer")
     cfg = drafter_config(target.config.to_dict(), size.layers, size.block_size, tokenizer.special_ids(tok)["mask"])
-    seqs = np.load(args.work / "greedy.npy")
+    seqs, begins = np.load(args.work / "greedy.npy"), np.load(args.work / "greedy_starts.npy")
     torch.manual_seed(args.seed)
     model = DraftModel(cfg)
     t0 = time.time()
-    hist = drafter.train(size, model, target, seqs, dev, args.seed, max_minutes=args.max_minutes,
+    hist = drafter.train(size, model, target, seqs, begins, dev, args.seed, max_minutes=args.max_minutes,
                          log_every=10 if args.size == "tiny" else 100)
     out = args.models / args.drafter_name
     drafter.save(model, out)

@@ -27,9 +27,10 @@ class DrafterSize:
     batch: int
     steps: int
     lr: float
-    prompts: int       # greedy sequences generated for training
+    prompts: int       # greedy sequences generated for training from cuts of files
     prompt_len: int
     gen_len: int
+    request_repeat: int  # times each chat-shaped request's sequence appears in the training set (0: none)
 
 
 TARGETS = {
@@ -39,8 +40,8 @@ TARGETS = {
                        seq_len=128, batch=8, steps=150, lr=3e-3),
 }
 DRAFTERS = {
-    "h200": DrafterSize(layers=3, block_size=16, anchors=32, gamma=7.0, batch=128, steps=4851,
-                        lr=6e-4, prompts=49152, prompt_len=64, gen_len=128),
+    "h200": DrafterSize(layers=3, block_size=16, anchors=32, gamma=7.0, batch=128, steps=10000,
+                        lr=6e-4, prompts=393216, prompt_len=64, gen_len=128, request_repeat=0),
     "tiny": DrafterSize(layers=1, block_size=8, anchors=8, gamma=4.0, batch=8, steps=100,
-                        lr=1e-3, prompts=64, prompt_len=16, gen_len=32),
+                        lr=1e-3, prompts=64, prompt_len=16, gen_len=32, request_repeat=1),
 }

@@ -21,13 +21,14 @@ from refengine.train.draft_model import DraftModel
 from refengine.train.target import Schedule, autocast, lr_at
 
 
-def pick_anchors(n: int, prompt_len: int, length: int, count: int, gen: torch.Generator, device) -> torch.Tensor:
-    """count distinct anchors per row in [prompt_len, length - 2], so each block has a label."""
-    span = length - 1 - prompt_len
+def pick_anchors(starts: torch.Tensor, length: int, count: int, gen: torch.Generator) -> torch.Tensor:
+    """count distinct anchors per row in [its continuation's start, length - 2], so each block has a label."""
+    span = length - 1 - int(starts.max())
     if count > span:
         raise ValueError(f"{count} anchors do not fit in a continuation of {span} positions")
-    r = torch.rand(n, span, generator=gen, device=device)
-    return r.argsort(1)[:, :count].sort(1).values + prompt_len
+    r = torch.rand(len(starts), length - 1, generator=gen, device=starts.device)
+    r = r.masked_fill(torch.arange(length - 1, device=starts.device) < starts[:, None], 2.0)  # never among the smallest
+    return r.argsort(1)[:, :count].sort(1).values
 
 
 def block_inputs(seqs: torch.Tensor, anchors: torch.Tensor, b: int, mask_id: int):
@@ -60,13 +61,15 @@ def loss_fn(model: DraftModel, target, seqs: torch.Tensor, anchors: torch.Tensor
     return loss, acc
 
 
-def train(size: DrafterSize, model: DraftModel, target, seqs: np.ndarray, device: str, seed: int,
-          log_every: int = 100, max_minutes: float | None = None):
+def train(size: DrafterSize, model: DraftModel, target, seqs: np.ndarray, starts: np.ndarray, device: str,
+          seed: int, log_every: int = 100, max_minutes: float | None = None):
+    """seqs (N, L) greedy sequences; starts (N,) where each one's continuation begins."""
     torch.manual_seed(seed)
     gen = torch.Generator(device=device).manual_seed(seed)
     target.eval().requires_grad_(False)
     model.to(device).train()
     data = torch.from_numpy(seqs.astype(np.int64)).to(device)
+    begins = torch.from_numpy(starts.astype(np.int64)).to(device)
     weights = torch.exp(-torch.arange(size.block_size - 1, device=device, dtype=torch.float32) / size.gamma)
     opt = torch.optim.AdamW(model.parameters(), lr=size.lr, betas=(0.9, 0.95), weight_decay=0.01,
                             fused=torch.device(device).type == "cuda")
@@ -77,7 +80,7 @@ def train(size: DrafterSize, model: DraftModel, target, seqs: np.ndarray, device
             g["lr"] = lr_at(p, size.lr, floor=0.0)
         rows = torch.randint(0, len(data), (size.batch,), generator=gen, device=device)
         batch = data[rows]
-        anchors = pick_anchors(size.batch, size.prompt_len, batch.shape[1], size.anchors, gen, device)
+        anchors = pick_anchors(begins[rows], batch.shape[1], size.anchors, gen)
         with autocast(device):
             loss, acc = loss_fn(model, target, batch, anchors, weights)
         loss.backward()

@@ -128,6 +128,17 @@ def test_different_drafter_is_refused_naming_it(tmp_path, target):
             in x.notes)
 
 
+def test_same_drafter_path_with_other_weights_is_refused(tmp_path, target):
+    this, other = _pair(tmp_path, target)
+    for run, digest in ((this, "a" * 64), (other, "b" * 64)):
+        m = json.loads((run / "manifest.json").read_text())
+        m["models"] = {"drafter": {"path": "d", "sha256": digest, "files": {}}}
+        (run / "manifest.json").write_text(json.dumps(m))
+    x = analyze(this, bootstrap=20).crosscheck
+    assert x.throughput.empty and x.arms["tau_this"].isna().all()
+    assert any("drafter weights differ" in n and "'aaaa" in n for n in x.notes), x.notes
+
+
 def test_backend_switches_may_differ(tmp_path, target):
     this, _ = _pair(tmp_path, target, runtime={"attention_backend": "triton", "page_size": 1,
                                                "extra_args": ["--sampling-backend", "pytorch"]})

@@ -87,3 +87,26 @@ def test_manifest_contents(tmp_path, write_profile):
     assert host["gpus"] == [] or host["gpu_source"] in ("nvml", "nvidia-smi")
     assert m["packages"]["torch"] and m["packages"]["pydantic"]
     assert m["seeds"] == {"load": 0} and m["started"] <= m["ended"]
+
+
+def test_manifest_records_the_checkpoints_contents(tmp_path, write_profile):
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text("{}")
+    (target / "model.safetensors").write_bytes(b"weights v1")
+    (target / "README.md").write_text("card")
+    profile = load_profile(write_profile(lambda d: d["models"].update(target=str(target), drafter="org/hub-id")))
+
+    def digest():
+        run = RunDir.create(profile.name, root=tmp_path / "runs")
+        return start_run(profile, "src.yaml", run)["models"]
+
+    first = digest()
+    assert set(first) == {"target"}  # a hub id is not hashed here
+    assert sorted(first["target"]["files"]) == ["config.json", "model.safetensors"]
+    (target / "README.md").write_text("card, edited")
+    assert digest() == first  # the card is not the model
+    (target / "model.safetensors").write_bytes(b"weights v2")
+    second = digest()
+    assert second["target"]["sha256"] != first["target"]["sha256"]
+    assert second["target"]["files"]["config.json"] == first["target"]["files"]["config.json"]

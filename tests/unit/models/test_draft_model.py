@@ -56,10 +56,10 @@ def test_masked_blocks_equal_zlab_single_blocks():
 def test_block_inputs_and_anchors():
     seqs = torch.arange(20).view(2, 10)
     gen = torch.Generator().manual_seed(0)
-    anchors = pick_anchors(2, prompt_len=4, length=10, count=3, gen=gen, device="cpu")
+    anchors = pick_anchors(torch.tensor([4, 4]), length=10, count=3, gen=gen)
     assert ((anchors >= 4) & (anchors <= 8)).all() and (anchors.diff(1) > 0).all()
     ids, labels, valid = block_inputs(seqs, torch.tensor([[4, 8], [5, 6]]), b=3, mask_id=99)
     assert ids.view(2, 2, 3).tolist()[0] == [[4, 99, 99], [8, 99, 99]]
     assert labels[0, 0].tolist() == [5, 6] and valid[0, 1].tolist() == [True, False]
     with pytest.raises(ValueError, match="do not fit"):
-        pick_anchors(1, prompt_len=4, length=10, count=6, gen=gen, device="cpu")
+        pick_anchors(torch.tensor([4]), length=10, count=6, gen=gen)
