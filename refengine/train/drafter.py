@@ -23,12 +23,13 @@ from refengine.train.target import Schedule, autocast, lr_at
 
 def pick_anchors(starts: torch.Tensor, length: int, count: int, gen: torch.Generator) -> torch.Tensor:
     """count distinct anchors per row in [its continuation's start, length - 2], so each block has a label."""
-    span = length - 1 - int(starts.max())
+    lo, span = int(starts.min()), length - 1 - int(starts.max())
     if count > span:
         raise ValueError(f"{count} anchors do not fit in a continuation of {span} positions")
-    r = torch.rand(len(starts), length - 1, generator=gen, device=starts.device)
-    r = r.masked_fill(torch.arange(length - 1, device=starts.device) < starts[:, None], 2.0)  # never among the smallest
-    return r.argsort(1)[:, :count].sort(1).values
+    # drawn over [lo, length - 2] only, so rows that all start at lo draw exactly as before ragged starts
+    r = torch.rand(len(starts), length - 1 - lo, generator=gen, device=starts.device)
+    before = torch.arange(lo, length - 1, device=starts.device) < starts[:, None]
+    return r.masked_fill(before, 2.0).argsort(1)[:, :count].sort(1).values + lo  # 2.0: never among the smallest
 
 
 def block_inputs(seqs: torch.Tensor, anchors: torch.Tensor, b: int, mask_id: int):

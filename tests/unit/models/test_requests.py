@@ -94,3 +94,11 @@ def test_padded_batches_continue_like_prompts_alone():
     for p, row in zip(prompts, got, strict=True):
         alone = greedy.continue_greedy(model, torch.from_numpy(p[None].astype(np.int64)), 20 - len(p))[0]
         assert row.tolist() == alone.tolist()
+
+
+def test_equal_starts_draw_the_anchors_the_shipped_drafter_was_trained_with():
+    """Rows that all start at 64 draw exactly as the pre-ragged code did, so `just train-models`
+    still rebuilds the shipped drafter's training batches."""
+    got = pick_anchors(torch.full((16,), 64), 192, 32, torch.Generator().manual_seed(5))
+    r = torch.rand(16, 127, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(got, r.argsort(1)[:, :32].sort(1).values + 64)
