@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -53,6 +54,8 @@ def test_tiny_pipeline_end_to_end(tmp_path):
     hist = json.loads((work / "target_train.json").read_text())["history"]
     assert hist[-1]["train_loss"] < hist[0]["train_loss"]
     assert hist[-1]["step"] == 30 and "val_loss" in hist[-1]
+    starts = np.load(work / "greedy_starts.npy")  # file cuts start their continuation at 16; requests sooner
+    assert (starts == 16).sum() >= 64 and (starts < 16).any(), res.stdout[-2000:]
     tau = json.loads((work / "tau.json").read_text())
     assert tau["table"]["linear-b8"] == tau["table"]["chain-b7"]
     assert {"file", "chat", "chat:code", "chat:json", "all"} <= set(tau["table"]["tree-b15-k8"])
