@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from refengine.batch import generate_all
+from refengine.ddtree import PARTS
 from refengine.drafter import Drafter
 from refengine.engine import Engine
 from refengine.model import Target
@@ -171,9 +172,6 @@ def forward_costs(engine: Engine, context: int = 64, reps: int = 20) -> dict[str
     costs[f"drafter {b}-token block"] = clock(lambda: d.logits(t, d(
         block, torch.arange(context, context + b, device=dev)[None], cache=dcache)[:, 1:]))
     return costs
-
-
-PARTS = ("tree.topk", "tree.build", "tree.masks", "tree.walk", "tree.compact", "tree.features")
 
 
 @torch.inference_mode()

@@ -61,6 +61,9 @@ def step(engine, reqs, plan) -> None:
                             draft_s=t1 - t0, verify_s=t3 - t2, bookkeeping_s=(t2 - t1) + (t4 - t3)))
 
 
+PARTS = ("tree.topk", "tree.build", "tree.masks", "tree.walk", "tree.compact", "tree.features")
+
+
 def part(name: str):
     """A label for `refengine.bench --profile`; a label costs ~9 us even with no profiler
     listening, so the step is labelled only while one is."""

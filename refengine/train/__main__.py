@@ -144,14 +144,13 @@ def stage_greedy(args):
         asks, at = tokens.load(args.work / "tokens", "requests")
         prompts += np.split(asks, at[1:]) if len(at) else []
     t0 = time.time()
-    seqs = greedy.generate_to(target, prompts, size.prompt_len + size.gen_len, batch=4096 if dev == "cuda" else 64)
-    begins = np.asarray([len(p) for p in prompts], dtype=np.int64)
+    seqs = greedy.generate_to(target, prompts, size.prompt_len + size.gen_len, batch=4096 if dev == "cuda" else 64,
+                              log=print)
     n_req = len(prompts) - len(cuts)  # requests are few and chat-shaped: seen request_repeat times as often
-    seqs = np.concatenate([seqs, *[seqs[len(cuts):]] * max(size.request_repeat - 1, 0)])
-    begins = np.concatenate([begins, *[begins[len(cuts):]] * max(size.request_repeat - 1, 0)])
-    np.save(args.work / "greedy.npy", seqs)
-    np.save(args.work / "greedy_starts.npy", begins)
-    print(f"greedy: {len(cuts)} file cuts + {n_req} requests x {size.request_repeat} -> {seqs.shape} "
+    rows = np.concatenate([np.arange(len(cuts)), np.tile(np.arange(len(cuts), len(prompts)), size.request_repeat)])
+    np.save(args.work / "greedy.npy", seqs[rows])
+    np.save(args.work / "greedy_starts.npy", np.asarray([len(prompts[i]) for i in rows], dtype=np.int64))
+    print(f"greedy: {len(cuts)} file cuts + {n_req} requests x {size.request_repeat} -> {len(rows)} sequences "
           f"in {time.time() - t0:.1f}s -> {args.work / 'greedy.npy'}")
 
 

@@ -21,9 +21,12 @@ from refengine.train.draft_model import DraftModel
 from refengine.train.target import Schedule, autocast, lr_at
 
 
-def pick_anchors(starts: torch.Tensor, length: int, count: int, gen: torch.Generator) -> torch.Tensor:
-    """count distinct anchors per row in [its continuation's start, length - 2], so each block has a label."""
-    lo, span = int(starts.min()), length - 1 - int(starts.max())
+def pick_anchors(starts: torch.Tensor, length: int, count: int, gen: torch.Generator,
+                 bounds: tuple[int, int] | None = None) -> torch.Tensor:
+    """count distinct anchors per row in [its continuation's start, length - 2], so each block has a label.
+    bounds: (lowest, highest) start over all the data, when known, so a step need not read them off the device."""
+    lo, hi = bounds or (int(starts.min()), int(starts.max()))
+    span = length - 1 - hi
     if count > span:
         raise ValueError(f"{count} anchors do not fit in a continuation of {span} positions")
     # drawn over [lo, length - 2] only, so rows that all start at lo draw exactly as before ragged starts
@@ -71,6 +74,7 @@ def train(size: DrafterSize, model: DraftModel, target, seqs: np.ndarray, starts
     model.to(device).train()
     data = torch.from_numpy(seqs.astype(np.int64)).to(device)
     begins = torch.from_numpy(starts.astype(np.int64)).to(device)
+    bounds = int(starts.min()), int(starts.max())
     weights = torch.exp(-torch.arange(size.block_size - 1, device=device, dtype=torch.float32) / size.gamma)
     opt = torch.optim.AdamW(model.parameters(), lr=size.lr, betas=(0.9, 0.95), weight_decay=0.01,
                             fused=torch.device(device).type == "cuda")
@@ -81,7 +85,7 @@ def train(size: DrafterSize, model: DraftModel, target, seqs: np.ndarray, starts
             g["lr"] = lr_at(p, size.lr, floor=0.0)
         rows = torch.randint(0, len(data), (size.batch,), generator=gen, device=device)
         batch = data[rows]
-        anchors = pick_anchors(begins[rows], batch.shape[1], size.anchors, gen)
+        anchors = pick_anchors(begins[rows], batch.shape[1], size.anchors, gen, bounds)
         with autocast(device):
             loss, acc = loss_fn(model, target, batch, anchors, weights)
         loss.backward()

@@ -45,13 +45,13 @@ def run(target_dir: Path, drafter_dir: Path, tokens_dir: Path, prompts_path: Pat
     batch = 32 if device.startswith("cuda") else 4
     stream, starts = tokens.load(tokens_dir, "heldout")
     prompts = greedy.cut_prompts(stream, starts, n_file, FILE_PROMPT_LEN, np.random.default_rng(seed + 1))
-    seqs = greedy.generate(target, prompts, new_tokens, batch=256)
+    seqs = greedy.generate_to(target, list(prompts), FILE_PROMPT_LEN + new_tokens, batch=256)
     cases = cases_for(target, model, seqs, FILE_PROMPT_LEN, new_tokens, ["file"] * len(seqs), batch)
     n_chat = 0
     if prompts_path is not None and prompts_path.is_file():
         for p in chat_prompts(prompts_path):
             ids = tok.encode(tokenizer.render_chat(p["messages"]), add_special_tokens=False).ids
-            seq = greedy.generate(target, np.asarray([ids], dtype=np.uint16), new_tokens, batch=1)
+            seq = greedy.generate_to(target, [np.asarray(ids, dtype=np.uint16)], len(ids) + new_tokens, batch=1)
             cases += cases_for(target, model, seq, len(ids), new_tokens, ["chat:" + p["category"]], 1)
             n_chat += 1
     table = tau.tau_table(cases, model.block_size)

@@ -53,13 +53,7 @@ def cut_prompts(stream: np.ndarray, starts: np.ndarray, count: int, length: int,
     return out
 
 
-def generate(model, prompts: np.ndarray, new_tokens: int, batch: int) -> np.ndarray:
-    rows = [continue_greedy(model, torch.from_numpy(prompts[i:i + batch].astype(np.int64)), new_tokens)
-            for i in range(0, len(prompts), batch)]
-    return torch.cat(rows).numpy().astype(np.uint16)
-
-
-def generate_to(model, prompts: list[np.ndarray], length: int, batch: int, log=print) -> np.ndarray:
+def generate_to(model, prompts: list[np.ndarray], length: int, batch: int, log=None) -> np.ndarray:
     """Prompts of any length below `length`, each continued to `length` tokens. Batches hold
     prompts of near lengths (sorted), left-padded and masked; a batch of one length has no padding."""
     for i, p in enumerate(prompts):
@@ -79,6 +73,7 @@ def generate_to(model, prompts: list[np.ndarray], length: int, batch: int, log=p
         seq = continue_greedy(model, torch.from_numpy(rows), length - int(lens.min()), ragged).numpy()
         for r, i in enumerate(idx):
             out[i] = seq[r, width - lens[r]:width - lens[r] + length]
-        log(f"greedy: {s + len(idx)} of {len(order)} prompts ({lens.min()}-{width} tokens) "
-            f"continued to {length} ({time.time() - t0:.1f}s)", flush=True)
+        if log:
+            log(f"greedy: {s + len(idx)} of {len(order)} prompts ({lens.min()}-{width} tokens) "
+                f"continued to {length} ({time.time() - t0:.1f}s)", flush=True)
     return out
