@@ -41,7 +41,7 @@ TARGETS = {
 }
 DRAFTERS = {
     "h200": DrafterSize(layers=3, block_size=16, anchors=32, gamma=7.0, batch=128, steps=10000,
-                        lr=6e-4, prompts=393216, prompt_len=64, gen_len=128, request_repeat=0),
+                        lr=6e-4, prompts=393216, prompt_len=64, gen_len=128, request_repeat=3),
     "tiny": DrafterSize(layers=1, block_size=8, anchors=8, gamma=4.0, batch=8, steps=100,
                         lr=1e-3, prompts=64, prompt_len=16, gen_len=32, request_repeat=1),
 }
