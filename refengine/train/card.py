@@ -28,6 +28,16 @@ def _fmt(v) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
+def prompt_mix(size: dict) -> str:
+    """The drafter's training prompts, in words, from its size settings as run."""
+    cuts = f"{size.get('prompts', '?')} cuts of {size.get('prompt_len', '?')} tokens from the training split's files"
+    repeat = size.get("request_repeat", 0)
+    if not repeat:
+        return cuts
+    return (f"{cuts}, plus every chat-shaped request of `refengine/train/requests.py` (a training-split "
+            f"docstring through the chat template) {repeat} times over")
+
+
 def tau_section(result: dict | None, block_size: int) -> str:
     if not result:
         return "No tau measured yet (run `python -m refengine.train tau`).\n"
@@ -90,6 +100,7 @@ def write_all(args) -> None:
         layer_ids=dcfg["dflash_config"]["target_layer_ids"], mask=dcfg["dflash_config"]["mask_token_id"],
         steps=drf["steps"], wall=drf["wall_seconds"], device=drf["device"], torch=drf["torch"],
         seqs=drf["sequences"], seqlen=drf["sequence_len"], argv=" ".join(drf["argv"]),
+        prompts=prompt_mix(drf.get("config", {})),
         hyper=", ".join(f"{k} {v}" for k, v in drf.get("config", {}).items()),
         loss=loss_table(drf["history"], ["step", "loss", "slot_acc", "seconds"]), tau=tau_md, **common))
     print(f"cards written in {models / args.target_name} and {models / args.drafter_name}")
@@ -131,8 +142,8 @@ A DFlash block drafter (z-lab layout) for `models/{target}`.
   {params:,} parameters of its own; it reuses the target's embedding and LM head. block_size {cfg[block_size]},
   `target_layer_ids` {layer_ids} (the DFlash rule for {cfg[num_target_layers]} target layers), `mask_token_id` {mask}.
   Weights in {cfg[torch_dtype]}.
-- Recipe: frozen target; {seqs} training sequences of {seqlen} tokens, each a prompt cut from the training
-  split followed by the target's own greedy continuation (generated on the GPU); random anchors in the
+- Recipe: frozen target; {seqs} training sequences of {seqlen} tokens, each a prompt followed by the
+  target's own greedy continuation (generated on the GPU). Prompts: {prompts}. Random anchors in the
   continuation, each opening a block [token, MASK x {cfg[block_size]}-1] that sees context strictly before it;
   cross-entropy weighted by exp(-(k-1)/gamma) over block slot k; AdamW, cosine schedule, warmup 4%.
 - Corpus: {corpus}

@@ -64,6 +64,7 @@ def test_tiny_pipeline_end_to_end(tmp_path):
         for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "README.md"):
             assert (models / d / name).is_file(), f"{d}/{name} missing"
     assert "## Loss curve" in (models / "t" / "README.md").read_text()
+    assert "chat-shaped request of `refengine/train/requests.py`" in (models / "d" / "README.md").read_text()
 
     from dflash.model import DFlashDraftModel, dflash_generate
     from transformers import AutoModelForCausalLM
