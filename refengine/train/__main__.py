@@ -141,8 +141,7 @@ def stage_greedy(args):
     cuts = greedy.cut_prompts(stream, starts, size.prompts, size.prompt_len, np.random.default_rng(args.seed))
     prompts = list(cuts)
     if size.request_repeat:
-        asks, at = tokens.load(args.work / "tokens", "requests")
-        prompts += np.split(asks, at[1:]) if len(at) else []
+        prompts += tokens.unpack(*tokens.load(args.work / "tokens", "requests"))
     t0 = time.time()
     seqs = greedy.generate_to(target, prompts, size.prompt_len + size.gen_len, batch=4096 if dev == "cuda" else 64,
                               log=print)

@@ -13,6 +13,7 @@ import ast
 import numpy as np
 from tokenizers import Tokenizer
 
+from refengine.train import tokens
 from refengine.train.tokenizer import render_chat
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -51,8 +52,4 @@ def encode(tok: Tokenizer, requests: list[str], max_tokens: int) -> tuple[np.nda
     """(stream, starts) like a token split: each request's rendered ids, those longer than max_tokens dropped."""
     encs = tok.encode_batch([render_chat([{"role": "user", "content": r}]) for r in requests],
                             add_special_tokens=False)
-    kept = [np.asarray(e.ids, dtype=np.uint16) for e in encs if len(e.ids) <= max_tokens]
-    if not kept:
-        return np.zeros(0, np.uint16), np.zeros(0, np.int64)
-    starts = np.cumsum([0] + [len(k) for k in kept[:-1]]).astype(np.int64)
-    return np.concatenate(kept), starts
+    return tokens.pack([np.asarray(e.ids, dtype=np.uint16) for e in encs if len(e.ids) <= max_tokens])

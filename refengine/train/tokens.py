@@ -16,13 +16,20 @@ def encode_docs(tok: Tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarra
         raise ValueError(f"vocabulary of {tok.get_vocab_size()} does not fit uint16 token arrays")
     bos, eos = tok.token_to_id(BOS), tok.token_to_id(EOS)
     encs = tok.encode_batch(texts, add_special_tokens=False)
-    pieces, starts, n = [], [], 0
-    for e in encs:
-        ids = np.asarray([bos, *e.ids, eos], dtype=np.uint16)
-        starts.append(n)
-        pieces.append(ids)
-        n += len(ids)
-    return np.concatenate(pieces), np.asarray(starts, dtype=np.int64)
+    return pack([np.asarray([bos, *e.ids, eos], dtype=np.uint16) for e in encs])
+
+
+def pack(pieces: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Token sequences -> (stream, each one's start offset): the layout of every token split."""
+    if not pieces:
+        return np.zeros(0, np.uint16), np.zeros(0, np.int64)
+    starts = np.cumsum([0] + [len(p) for p in pieces[:-1]]).astype(np.int64)
+    return np.concatenate(pieces), starts
+
+
+def unpack(stream: np.ndarray, starts: np.ndarray) -> list[np.ndarray]:
+    """pack's inverse: the split's sequences, one array each."""
+    return np.split(stream, starts[1:]) if len(starts) else []
 
 
 def save(out_dir: Path, split: str, stream: np.ndarray, starts: np.ndarray) -> None:
