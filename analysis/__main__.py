@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bootstrap", type=int, default=BOOTSTRAP, help="bootstrap resamples (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-requests", type=int, default=checks.MIN_REQUESTS,
-                    help="trust check: measured requests a cell needs (default %(default)s)")
+                    help="trust check: measured requests an (arm, C) needs over its repetitions (default %(default)s)")
     ap.add_argument("--compare-with", metavar="OTHER",
                     help="cross-check against this run (overrides the profile's compare_with)")
     a = ap.parse_args(argv)
@@ -41,6 +41,11 @@ def main(argv: list[str] | None = None) -> int:
         server = f"  server tau {row.server_tau:5.2f}" if pd.notna(row.server_tau) else ""
         print(f"  {row.arm:>16} C={row.concurrency:<4} {row.pooled_throughput:10.1f} tok/s  tau {row.pooled_tau:5.2f}"
               f"{server}  ({row.reps} rep{'s' if row.reps != 1 else ''}, n={row.n})")
+    for row in res.speedups.itertuples():
+        band = f"{row.speedup_lo:.3f}-{row.speedup_hi:.3f}" if row.speedup_lo == row.speedup_lo else "no interval"
+        mde = f", MDE {100 * row.mde:.1f}%" if row.mde == row.mde else ""
+        print(f"  {row.arm:>16} / {row.baseline:<16} C={row.concurrency:<4} {row.speedup:6.3f}x ({band}, "
+              f"{row.pairs} pairs{mde}): {row.verdict}")
     for row in failed.itertuples():
         print(f"  FAILED cell {row.arm} C={row.concurrency} rep {row.repetition}: {row.reason}")
     print(f"trust checks: {len(bad)} failed of {len(res.checks)}")

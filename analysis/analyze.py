@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import checks, compare, correctness, crosscheck, ingest, metrics
+from analysis import checks, compare, correctness, crosscheck, ingest, metrics, stability, triage
 from ddbench.results import TABLES, write_bytes_atomic
 
 BOOTSTRAP = 1000
@@ -29,10 +29,13 @@ class Analysis:
     lossless: pd.DataFrame
     lossless_note: str | None
     checks: pd.DataFrame
+    drift: pd.DataFrame = field(default_factory=pd.DataFrame)      # the run's drift rate (analysis.stability)
+    gpu_band: pd.DataFrame = field(default_factory=pd.DataFrame)   # per cell: SM clock and power vs the run's band
     boots: dict = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)
     seconds: float = 0.0
     crosscheck: crosscheck.CrossCheck | None = None   # against the run named by compare_with
+    triage: triage.Triage | None = None    # T=0 divergences: numerical ties or failures (analysis.triage)
 
     @property
     def kinds(self) -> dict[str, str]:
@@ -63,12 +66,17 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
         cells[col] = cells_in[col].to_numpy()
     summary = with_server_tau(run, metrics.across_repetitions(cells), cells)
     speedups, refusals = compare.speedups(run, cells, boots)
+    drift = stability.drift(cells)
+    speedups = stability.with_drift(speedups, drift)
+    band = stability.gpu_band(run.telemetry, cells, speedups)
     decomposition, more = compare.decomposition(run, cells, boots)
     categories = compare.per_category(run, slim, cells, boots)
     lossless, note = correctness.lossless(run.profile, req)
-    trust = checks.run_checks(run, req, cells, lossless, min_requests)
+    tri = triage.triage(run, req)
+    trust = checks.run_checks(run, req, cells, lossless, min_requests, speedups, drift, band, triage=tri)
     res = Analysis(run, req, cells, summary, speedups, decomposition, categories, lossless, note, trust,
-                   boots, refusals + more)
+                   stability.drift_table(drift), band, boots, refusals + more)
+    res.triage = tri
     if other_path is not None:
         other = analyze(other_path, bootstrap, seed, min_requests, cross=False)
         res.crosscheck = crosscheck.cross_check(res, other)
@@ -93,10 +101,14 @@ def with_server_tau(run: ingest.Run, summary: pd.DataFrame, cells: pd.DataFrame)
 def write_tables(a: Analysis) -> list[Path]:
     """Every table as parquet (typed, for re-analysis) and csv (for a human), atomically."""
     out = []
-    tables = {"requests": a.requests.drop(columns=["text"]), "cells": a.cells, "summary": a.summary,
+    tables = {"requests": a.requests.drop(columns=["text", "output_token_ids"], errors="ignore"),
+              "cells": a.cells, "summary": a.summary,
               "speedups": a.speedups, "decomposition": a.decomposition, "categories": a.categories,
-              "lossless": a.lossless, "checks": a.checks, "server_log": a.run.log, "server_metrics": a.run.server,
+              "lossless": a.lossless, "checks": a.checks, "drift": a.drift, "gpu_band": a.gpu_band,
+              "server_log": a.run.log, "server_metrics": a.run.server,
               "telemetry": a.run.telemetry}
+    if a.triage is not None:
+        tables.update(triage=a.triage.divergences, triage_counts=a.triage.counts)
     if a.crosscheck is not None:
         tables.update(a.crosscheck.tables())
     else:    # a cross-check table left by an earlier analysis would describe a comparison not made now

@@ -7,12 +7,14 @@ warm prefix cache carried across cells, a throttling GPU, a warmup too short to 
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
 
 from analysis.ingest import Run, dense
+from analysis.triage import CHAIN, LOSSLESS
 
 PASS, FAIL, NA = "pass", "fail", "n/a"
 MIN_REQUESTS = 20          # below this even a median is not printed
@@ -36,15 +38,19 @@ class Check:
 
 
 def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.DataFrame | None,
-               min_requests: int = MIN_REQUESTS) -> pd.DataFrame:
+               min_requests: int = MIN_REQUESTS, speedups: pd.DataFrame | None = None, drift: dict | None = None,
+               band: pd.DataFrame | None = None, triage=None) -> pd.DataFrame:
     out: list[Check] = []
     kinds = {a.id: a.kind for a in run.profile.arms}
     out += _profile_digest(run)
+    out += _overlay(run)
+    out += _min_requests(cells, min_requests)
+    out.append(_drift(speedups, drift))
+    out += _gpu_band(band)
     tau_cols = req[["arm", "concurrency", "repetition", "ok", "completion_tokens", "spec_verify_ct"]]
     for cell in cells.to_dict("records"):
         scope = f"{cell['arm']} C={cell['concurrency']} rep {cell['repetition']}"
         out.append(_finished(cell, scope))
-        out.append(_min_requests(cell, scope, min_requests))
         out.append(_errors(cell, scope))
         out.append(_client_cpu(cell, scope))
         out.append(_warmup(run, cell, scope))
@@ -56,7 +62,8 @@ def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.Da
         out.append(_commit_requests(req, arm.id))
         out.append(_commit_log(run, arm.id))
         out.append(_histograms(req, arm.id))
-    out += _lossless(run, lossless)
+    out += _lossless(run, lossless, triage)
+    out += _chain_equals_linear(run, triage)
     df = pd.DataFrame([asdict(c) for c in out], columns=["check", "scope", "status", "evidence"])
     # failures first: a report must never bury them
     df["_order"] = df["status"].map({FAIL: 0, PASS: 1, NA: 2})
@@ -73,16 +80,98 @@ def _profile_digest(run: Run) -> list[Check]:
                   f"({run.profile.digest()[:12]}…): the manifest was edited")]
 
 
+OVERLAY_CHECK = "diagnostics/overlay-check.json"   # containers/h200/diagnostics.py writes it
+
+
+def _overlay(run: Run) -> list[Check]:
+    """A run on the SGLang DDTree fork: its DFLASH must take stock SGLang's verify steps (the overlay check,
+    a diagnostic beside the sweep), and the build that check ran must be the build that served the run."""
+    name = "DDTree build's DFLASH = stock DFLASH (overlay check)"
+    if run.profile.backend.ddtree != "fork":
+        return []
+    path = run.path / OVERLAY_CHECK
+    if not path.is_file():
+        return [Check(name, "run", FAIL, f"no {OVERLAY_CHECK}: the build was not checked against stock SGLang "
+                                         "(python -m containers.h200.diagnostics overlay-check RUN_DIR)")]
+    try:
+        doc = json.loads(path.read_text())
+        stock, fork = doc["sides"]["stock"], doc["sides"]["fork"]
+    except (ValueError, KeyError, TypeError) as e:
+        return [Check(name, "run", FAIL, f"{path}: not an overlay-check record ({type(e).__name__}: {e})")]
+    key = {"metrics": "verify_steps", "spec_verify_ct": "spec_verify_ct"}.get(doc.get("steps_from"), "verify_steps")
+    facts = (f"{doc.get('arm')} on {len(doc.get('prompts', {}).get('ids', []))} prompts: stock "
+             f"{stock.get(key)} verify steps ({stock.get('status')}), this build {fork.get(key)} "
+             f"({fork.get('status')}); "
+             f"outputs {'identical' if doc.get('same_outputs') else 'differ'}")
+    served = ((run.manifest.model_extra or {}).get("sglang_source") or {}).get("source") or {}
+    checked = doc.get("build") or {}
+    if served.get("commit") and checked.get("commit") and served.get("head") != checked.get("head"):
+        return [Check(name, "run", FAIL, f"{facts}; but the check ran build {str(checked.get('head'))[:12]} and "
+                                         f"the run was served by {str(served.get('head'))[:12]}")]
+    return [Check(name, "run", PASS if doc.get("passed") else FAIL, facts)]
+
+
 def _finished(cell, scope) -> Check:
     if cell["status"] == "ok":
         return Check("cell finished", scope, PASS, "status.json: ok")
     return Check("cell finished", scope, FAIL, f"status {cell['status']}: {cell.get('reason') or 'no reason given'}")
 
 
-def _min_requests(cell, scope, minimum) -> Check:
-    n = int(cell["n"])
-    return Check("minimum requests", scope, PASS if n >= minimum else FAIL,
-                 f"{n} measured requests completed (minimum {minimum})")
+def _min_requests(cells: pd.DataFrame, minimum: int) -> list[Check]:
+    """Per (arm, C), over its repetitions that finished ok: intervals come from the repetitions, so a
+    cell may be short; what the arm's pooled percentiles (p50 needs 20) and request mix need is the total."""
+    out = []
+    ok = cells[cells["status"] == "ok"]
+    for (arm, c), g in ok.groupby(["arm", "concurrency"], sort=False):
+        n = int(g["n"].sum())
+        out.append(Check("minimum requests", f"{arm} C={c}", PASS if n >= minimum else FAIL,
+                         f"{n} measured requests completed over {len(g)} repetition(s) (minimum {minimum}; "
+                         f"fewest in one cell {int(g['n'].min())})"))
+    return out
+
+
+def _drift(speedups: pd.DataFrame | None, drift: dict | None) -> Check:
+    """Fails when what the run's drift could add to some compared ratio reaches the smallest effect claimed."""
+    name = "drift below the smallest effect claimed"
+    if drift is None or not np.isfinite(drift.get("slope_lo", np.nan)):
+        return Check(name, "run", NA, "drift not estimable: no (arm, C) has two repetitions that finished ok")
+    rate = 100 * (np.exp(600 * drift["slope"]) - 1)
+    lo, hi = (100 * (np.exp(600 * drift[k]) - 1) for k in ("slope_lo", "slope_hi"))
+    facts = f"drift {rate:+.2f}% per 10 min (95% CI {lo:+.2f} to {hi:+.2f}) over {drift['cells']} cells"
+    if speedups is None or speedups.empty or "drift_bias" not in speedups:
+        return Check(name, "run", NA, facts + "; no ratio compared")
+    bias = speedups["drift_bias"].astype(float)
+    worst = speedups.loc[bias.idxmax()] if bias.notna().any() else None
+    claimed = speedups[speedups["verdict"].isin(["faster", "slower"])]
+    if worst is None:
+        return Check(name, "run", NA, facts + "; no ratio has paired cells with times")
+    where = f"up to {100 * worst['drift_bias']:.2f}% on {worst['arm']}/{worst['baseline']} at C={worst['concurrency']}"
+    if claimed.empty:
+        return Check(name, "run", PASS, f"{facts}; it could move a ratio {where}; no ratio claims an effect")
+    effect = np.abs(np.log(claimed["speedup"].astype(float)))
+    small = claimed.loc[effect.idxmin()]
+    smallest = 100 * (np.exp(effect.min()) - 1)
+    ok = np.log1p(worst["drift_bias"]) < effect.min()
+    return Check(name, "run", PASS if ok else FAIL,
+                 f"{facts}; it could move a ratio {where}; the smallest effect claimed is {smallest:.2f}% "
+                 f"({small['arm']}/{small['baseline']} at C={small['concurrency']})")
+
+
+def _gpu_band(band: pd.DataFrame | None) -> list[Check]:
+    name = "GPU clock and power inside the run's band"
+    if band is None or band.empty:
+        return [Check(name, "run", NA, "no GPU samples")]
+    out = []
+    for r in band.itertuples():
+        scope = f"{r.arm} C={r.concurrency} rep {r.repetition}"
+        ev = (f"median SM clock {r.sm_clock_mhz:.0f} MHz (band {r.clock_band_lo:.0f}-{r.clock_band_hi:.0f}), "
+              f"mean power {r.power_w:.0f} W (band {r.power_band_lo:.0f}-{r.power_band_hi:.0f})")
+        if r.outside:
+            out.append(Check(name, scope, FAIL, f"{r.outside} outside the band: {ev}; touches "
+                                                f"{r.comparisons or 'no comparison'}"))
+        else:
+            out.append(Check(name, scope, PASS, ev))
+    return out
 
 
 def _errors(cell, scope) -> Check:
@@ -293,7 +382,9 @@ def _histograms(req: pd.DataFrame, arm: str) -> Check:
     return Check(name, scope, PASS, f"all {present.sum()} requests consistent")
 
 
-def _lossless(run: Run, table: pd.DataFrame | None) -> list[Check]:
+def _lossless(run: Run, table: pd.DataFrame | None, triage=None) -> list[Check]:
+    """fp32 must match ar exactly; other dtypes pass when every divergence is a numerical tie
+    (analysis.triage), and are n/a when the triage could not run."""
     if table is None or table.empty:
         return [Check("lossless at T=0", "run", NA, "not applicable (see Correctness)")]
     exact_required = run.profile.runtime.dtype == "float32"
@@ -304,7 +395,34 @@ def _lossless(run: Run, table: pd.DataFrame | None) -> list[Check]:
             out.append(Check("lossless at T=0", row.arm, PASS, ev))
         elif exact_required:
             out.append(Check("lossless at T=0", row.arm, FAIL, ev + "; float32 must match exactly"))
+        elif (judged := triage.verdict(LOSSLESS, row.arm) if triage is not None else None) is not None:
+            out.append(Check("lossless at T=0", row.arm, PASS if judged[0] else FAIL,
+                             f"{judged[1]}; {run.profile.runtime.dtype}: numerical ties allowed"))
         else:
+            why = f"; not triaged: {triage.note}" if triage is not None and triage.note else ""
             out.append(Check("lossless at T=0", row.arm, NA,
-                             ev + f"; {run.profile.runtime.dtype} numerics: rate reported, exact match not required"))
+                             ev + f"; {run.profile.runtime.dtype} numerics: rate reported, exact match not required"
+                             + why))
+    return out
+
+
+def _chain_equals_linear(run: Run, triage) -> list[Check]:
+    """A chain arm's T=0 outputs against the linear arm of its block size (analysis.triage pairs them),
+    whichever engine served: fp32 exactly, other dtypes up to numerical ties."""
+    name, chains = "chain equals linear at T=0", [a.id for a in run.profile.arms if a.kind == "chain"]
+    out = []
+    for arm in chains:
+        r = triage.row(CHAIN, arm) if triage is not None and triage.note is None else None
+        if r is None:
+            why = triage.note if triage is not None and triage.note else "no linear arm of its block size, or no output"
+            out.append(Check(name, arm, NA, why))
+        elif r["identical"] == r["compared"]:
+            out.append(Check(name, arm, PASS, f"all {r['compared']} outputs equal {r['reference']}'s"))
+        elif run.profile.runtime.dtype == "float32":
+            out.append(Check(name, arm, FAIL, f"{r['compared'] - r['identical']} of {r['compared']} outputs differ "
+                                              f"from {r['reference']}'s; float32 must match exactly"))
+        else:
+            ok, ev = triage.verdict(CHAIN, arm)
+            out.append(Check(name, arm, PASS if ok else FAIL, f"{ev}; {run.profile.runtime.dtype}: numerical ties "
+                                                             f"allowed"))
     return out

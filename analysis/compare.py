@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from analysis import metrics, stats
@@ -81,28 +82,68 @@ class Side:
         return ok, [self.boots[(self.arm, c, int(r))] for r in ok["repetition"]]
 
 
+def verdict(lo: float, hi: float) -> str:
+    """What a ratio's 95% interval supports: 'faster', 'slower', or 'within noise'."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "no interval"
+    return "faster" if lo > 1 else "slower" if hi < 1 else "within noise"
+
+
+def ratio_stats(x: pd.DataFrame, y: pd.DataFrame, column: str, paired: bool) -> dict:
+    """X/Y of one per-cell column from repetitions: paired by repetition within a run (cells adjacent
+    in time), unpaired across runs. Adds the mean time between the paired cells (X minus Y, s),
+    which is what a linear drift of the host would add to the ratio."""
+    if paired:
+        both = x.merge(y, on="repetition", how="inner", suffixes=("_x", "_y"))
+        out = stats.paired_log_ratio(both[f"{column}_x"], both[f"{column}_y"])
+        if "started_unix" in x and len(both):
+            mx = (both["started_unix_x"].astype(float) + both["ended_unix_x"].astype(float)) / 2
+            my = (both["started_unix_y"].astype(float) + both["ended_unix_y"].astype(float)) / 2
+            out["dt_mean_s"] = float((mx - my).mean())
+        else:
+            out["dt_mean_s"] = float("nan")
+    else:
+        out = stats.unpaired_log_ratio(x[column], y[column])
+        out["dt_mean_s"] = float("nan")
+    out["verdict"] = verdict(out["ratio_lo"], out["ratio_hi"])
+    return out
+
+
 def speedup(x: Side, y: Side, c: int, vary: tuple[str, ...] = ()) -> dict:
-    """Throughput of arm X over arm Y at concurrency c (and the TPOT ratio Y/X at c = 1), pooled
-    over the repetitions that finished ok, with bootstrap CIs. The runs of X and Y may differ."""
+    """Throughput of arm X over arm Y at concurrency c (and the TPOT ratio Y/X at c = 1).
+
+    The ratio and its 95% interval come from the repetitions: per repetition pair in one run (the two
+    cells ran next to each other), on the log scale, with a sign test, each side's noise sd and the
+    minimum detectable effect; across two runs, from the two sets of repetitions (unpaired). The
+    pooled ratio with a bootstrap over requests within cells is kept beside it as a secondary view:
+    it sees request noise only, not the host's drift between cells."""
     ax, ay = x.arm, y.arm
     require_matched(conditions(x.run, ax, c), conditions(y.run, ay, c), f"{ax} with {ay} at C={c}", vary)
     (cx, bx), (cy, by) = x.pooled(c), y.pooled(c)
     if cx.empty or cy.empty:
         missing = ax if cx.empty else ay
         raise MismatchError(f"refusing to compare {ax} with {ay} at C={c}: {missing} has no cell that finished ok")
+    paired = x.run is y.run
     thr_x = cx["tokens"].sum() / cx["window_s"].sum()
     thr_y = cy["tokens"].sum() / cy["window_s"].sum()
-    reps = metrics.throughput_replicates(thr_x, bx) / metrics.throughput_replicates(thr_y, by)
+    r = ratio_stats(cx, cy, "throughput", paired)
     out = {"arm": ax, "baseline": ay, "concurrency": c, "throughput": thr_x, "baseline_throughput": thr_y,
-           "speedup": thr_x / thr_y, "reps": len(cx), "baseline_reps": len(cy)}
-    out["speedup_lo"], out["speedup_hi"] = stats.interval(reps)
+           "speedup": r["ratio"], "speedup_lo": r["ratio_lo"], "speedup_hi": r["ratio_hi"], "verdict": r["verdict"],
+           "paired": paired, "pairs": r["pairs"], "sign_p": r["sign_p"], "wins": r["wins"], "sd_arm": r["sd_x"],
+           "sd_baseline": r["sd_y"], "sd_pair": r["sd_pair"], "mde": r["mde"], "n_to_resolve": r["n_to_resolve"],
+           "dt_mean_s": r["dt_mean_s"], "reps": len(cx), "baseline_reps": len(cy),
+           "pooled_speedup": thr_x / thr_y}
+    reps = metrics.throughput_replicates(thr_x, bx) / metrics.throughput_replicates(thr_y, by)
+    out["boot_lo"], out["boot_hi"] = stats.interval(reps)
     out["tpot_ratio"] = out["tpot_ratio_lo"] = out["tpot_ratio_hi"] = float("nan")
     if c == 1:
-        px, rx = metrics.ratio(bx, "tpot_sum", "tpot_n")
-        py, ry = metrics.ratio(by, "tpot_sum", "tpot_n")
-        out["tpot_ratio"] = py / px
-        out["tpot_ratio_lo"], out["tpot_ratio_hi"] = stats.interval(ry / rx)
+        t = ratio_stats(cy, cx, "tpot_mean", paired)
+        out["tpot_ratio"], out["tpot_ratio_lo"], out["tpot_ratio_hi"] = t["ratio"], t["ratio_lo"], t["ratio_hi"]
     return out
+
+
+# what each kind of arm is compared against
+BASELINES = {"linear": ("ar",), "chain": ("ar", "linear"), "tree": ("ar", "linear", "chain")}
 
 
 def baseline_for(run: Run, arm_id: str, kind: str) -> list[str]:
@@ -114,13 +155,11 @@ def baseline_for(run: Run, arm_id: str, kind: str) -> list[str]:
 
 
 def speedups(run: Run, cells: pd.DataFrame, boots: dict) -> tuple[pd.DataFrame, list[str]]:
-    """Every arm against the ar arm and against the linear arm, at every concurrency.
-    Returns the table and the refusals (why a pair was not compared)."""
+    """Every speculative arm against the ar arm, trees and chains against the linear arm, trees against
+    the chain, at every concurrency. Returns the table and the refusals (why a pair was not compared)."""
     rows, refusals = [], []
     for arm in (a for a in run.profile.arms if a.kind != "ar"):
-        for kind in ("ar", "linear"):
-            if arm.kind == kind:
-                continue
+        for kind in BASELINES[arm.kind]:
             for c in run.profile.load.concurrency:
                 why = None
                 for base in baseline_for(run, arm.id, kind):
@@ -137,38 +176,47 @@ def speedups(run: Run, cells: pd.DataFrame, boots: dict) -> tuple[pd.DataFrame, 
 
 
 def decomposition(run: Run, cells: pd.DataFrame, boots: dict) -> tuple[pd.DataFrame, list[str]]:
-    """throughput(tree)/throughput(chain) = τ(tree)/τ(chain) × step time(chain)/step time(tree),
-    on pooled repetitions, for each tree arm against the chain arm of the same block size."""
+    """throughput(X)/throughput(Y) = τ(X)/τ(Y) × step time(Y)/step time(X), per repetition pair, for each
+    tree against the chain and the linear arm of its block size, and each chain against the linear arm:
+    "the tree accepts more" apart from "the tree costs more per step". Each factor's interval comes
+    from the pairs; the identity holds exactly per cell, and so for the geometric means."""
     rows, refusals = [], []
-    chains = {a.block_size: a for a in run.profile.arms if a.kind == "chain"}
-    for tree in (a for a in run.profile.arms if a.kind == "tree"):
-        chain = chains.get(tree.block_size)
-        if chain is None:
-            refusals.append(f"no chain arm with block size {tree.block_size} to decompose {tree.id} against")
-            continue
-        for c in run.profile.load.concurrency:
-            try:
-                require_matched(conditions(run, tree.id, c), conditions(run, chain.id, c),
-                                f"{tree.id} with {chain.id} at C={c}")
-            except MismatchError as e:
-                refusals.append(str(e))
+    by_kind = {k: {a.block_size: a for a in run.profile.arms if a.kind == k and run.profile.cuda_graphs(a)}
+               for k in ("chain", "linear")}
+    eager = {k: {a.block_size: a for a in run.profile.arms if a.kind == k and not run.profile.cuda_graphs(a)}
+             for k in ("chain", "linear")}
+    for x in (a for a in run.profile.arms if a.kind in ("tree", "chain")):
+        pool = by_kind if run.profile.cuda_graphs(x) else eager
+        for ref_kind in ("chain", "linear") if x.kind == "tree" else ("linear",):
+            y = pool[ref_kind].get(x.block_size)
+            if y is None:
+                refusals.append(f"no {ref_kind} arm with block size {x.block_size} and the same CUDA graphs "
+                                f"switch to decompose {x.id} against")
                 continue
-            (ct, bt), (ch, bh) = Side(run, cells, boots, tree.id).pooled(c), Side(run, cells, boots, chain.id).pooled(c)
-            if ct.empty or ch.empty:
-                refusals.append(f"no finished cells to decompose {tree.id} against {chain.id} at C={c}")
-                continue
-            tau_t, rt = metrics.ratio(bt, "step_tokens", "steps")
-            tau_h, rh = metrics.ratio(bh, "step_tokens", "steps")
-            step_t = ct["window_s"].sum() * c / ct["steps"].sum()
-            step_h = ch["window_s"].sum() * c / ch["steps"].sum()
-            thr_t = ct["tokens"].sum() / ct["window_s"].sum()
-            thr_h = ch["tokens"].sum() / ch["window_s"].sum()
-            lo, hi = stats.interval(rt / rh)
-            rows.append({"tree": tree.id, "chain": chain.id, "concurrency": c, "throughput_ratio": thr_t / thr_h,
-                         "tau_tree": tau_t, "tau_chain": tau_h, "tau_ratio": tau_t / tau_h,
-                         "tau_ratio_lo": lo, "tau_ratio_hi": hi,
-                         "step_ms_tree": 1e3 * step_t, "step_ms_chain": 1e3 * step_h,
-                         "step_time_ratio": step_h / step_t, "product": (tau_t / tau_h) * (step_h / step_t)})
+            for c in run.profile.load.concurrency:
+                try:
+                    require_matched(conditions(run, x.id, c), conditions(run, y.id, c), f"{x.id} with {y.id} at C={c}")
+                except MismatchError as e:
+                    refusals.append(str(e))
+                    continue
+                cx, cy = _ok_cells(cells, x.id, c), _ok_cells(cells, y.id, c)
+                if cx.empty or cy.empty:
+                    refusals.append(f"no finished cells to decompose {x.id} against {y.id} at C={c}")
+                    continue
+                thr = ratio_stats(cx, cy, "throughput", True)
+                tau = ratio_stats(cx, cy, "tau", True)
+                step = ratio_stats(cy, cx, "step_time_s", True)
+                rows.append({"arm": x.id, "reference": y.id, "reference_kind": ref_kind, "concurrency": c,
+                             "pairs": thr["pairs"], "throughput_ratio": thr["ratio"],
+                             "throughput_ratio_lo": thr["ratio_lo"], "throughput_ratio_hi": thr["ratio_hi"],
+                             "tau_arm": float(cx["tokens"].sum() / cx["steps"].sum()),
+                             "tau_reference": float(cy["tokens"].sum() / cy["steps"].sum()),
+                             "tau_ratio": tau["ratio"], "tau_ratio_lo": tau["ratio_lo"],
+                             "tau_ratio_hi": tau["ratio_hi"],
+                             "step_ms_arm": 1e3 * float(cx["window_s"].sum() * c / cx["steps"].sum()),
+                             "step_ms_reference": 1e3 * float(cy["window_s"].sum() * c / cy["steps"].sum()),
+                             "step_time_ratio": step["ratio"], "step_time_ratio_lo": step["ratio_lo"],
+                             "step_time_ratio_hi": step["ratio_hi"], "product": tau["ratio"] * step["ratio"]})
     return pd.DataFrame(rows), refusals
 
 

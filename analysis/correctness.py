@@ -1,8 +1,9 @@
 """Lossless check at temperature 0: speculation must not change the output.
 
-Records carry the streamed text, not token ids, so outputs are compared as text: per request,
-exact match against the ar arm's output for the same prompt, and the length of the shared
-prefix in characters."""
+Outputs are compared as streamed text (records carry token ids only where the server returned
+them, and none made before they were recorded): per request, exact match against the ar arm's
+output for the same prompt, and the length of the shared prefix in characters. analysis.triage
+compares tokens and judges each difference."""
 
 from __future__ import annotations
 

@@ -41,14 +41,14 @@ TAU_TOLERANCE = 0.05     # the same algorithm on two engines: τ should agree wi
 VARY = ("backend", "backend version", "image", "attention backend", "overlap scheduler", "page size",
         "max running requests", "runtime env", "runtime args", "arm env", "arm args")
 ARM_COLUMNS = [
-    "arm", "kind", "temperature", "tau_basis", "tau_this", "tau_this_lo", "tau_this_hi", "tau_other", "tau_other_lo",
-    "tau_other_hi",
+    "arm", "arm_other", "kind", "what", "temperature", "tau_basis", "tau_this", "tau_this_lo", "tau_this_hi",
+    "tau_other", "tau_other_lo", "tau_other_hi",
     "tau_gap_pct", "tau_gap_pct_lo", "tau_gap_pct_hi", "tau_within_tolerance", "tau_server_this",
     "tau_server_this_source", "tau_server_other", "tau_server_other_source", "n_this", "n_other",
     "pairs", "identical", "agreement_rate", "prefix_chars_mean", "prefix_fraction_mean", "prefix_tokens_mean",
     "unpaired_this", "unpaired_other", "differing_prompts", "note"]
-THROUGHPUT_COLUMNS = ["arm", "concurrency", "throughput_this", "throughput_other", "ratio", "ratio_lo", "ratio_hi",
-                      "tpot_ratio", "tpot_ratio_lo", "tpot_ratio_hi", "reps_this", "reps_other"]
+THROUGHPUT_COLUMNS = ["arm", "arm_other", "concurrency", "throughput_this", "throughput_other", "ratio", "ratio_lo",
+                      "ratio_hi", "tpot_ratio", "tpot_ratio_lo", "tpot_ratio_hi", "reps_this", "reps_other"]
 TABLE_NAMES = ("crosscheck", "crosscheck_throughput", "crosscheck_sides", "crosscheck_notes")
 
 
@@ -121,88 +121,106 @@ def _finished(run: Path) -> bool:
 # ---------------------------------------------------------------------------------------------------
 # the comparison
 
+def what(profile, arm_id: str) -> tuple:
+    """What an arm is, whatever its id: kind, drafter block, tree budget, top-k, CUDA graphs."""
+    a = profile.arm(arm_id)
+    return a.kind, a.block_size, a.tree_budget, a.tree_topk, profile.cuda_graphs(a)
+
+
+def describe(shape: tuple) -> str:
+    kind, block, budget, topk, graphs = shape
+    parts = [kind] + ([f"block {block}"] if block else []) + ([f"budget {budget}, top-k {topk}"] if kind == "tree"
+                                                                else [])
+    return ", ".join(parts) + ("" if graphs else ", graphs off")
+
+
+def pair_arms(this: Analysis, other: Analysis, notes: list[str]) -> list[tuple[str, str]]:
+    """(arm in this run, arm in the other) for each arm both runs have, paired by what it is, not by id."""
+    theirs: dict[tuple, str] = {}
+    for a in other.run.profile.arms:
+        theirs.setdefault(what(other.run.profile, a.id), a.id)
+    pairs, mine = [], set()
+    for a in this.run.profile.arms:
+        shape = what(this.run.profile, a.id)
+        if shape in theirs and shape not in mine:
+            pairs.append((a.id, theirs[shape]))
+            mine.add(shape)
+    lonely = [(w, sorted(a.id for a in run.profile.arms if what(run.profile, a.id) not in mine))
+              for w, run in (("this run", this.run), ("the other run", other.run))]
+    for w, only in lonely:
+        if only:
+            notes.append(f"arm(s) only in {w}, nothing of the same kind, block, budget, top-k and CUDA graphs in the "
+                         f"other, not compared: {', '.join(only)}")
+    if not pairs:
+        notes.append("the two runs have no arm of the same kind, block, budget, top-k and CUDA graphs")
+    return pairs
+
+
 def cross_check(this: Analysis, other: Analysis) -> CrossCheck:
     notes: list[str] = []
-    ids_this = [a.id for a in this.run.profile.arms]
-    ids_other = {a.id for a in other.run.profile.arms}
-    common = [a for a in ids_this if a in ids_other]
-    for what, only in (("this run", [a for a in ids_this if a not in ids_other]),
-                       ("the other run", sorted(ids_other - set(ids_this)))):
-        if only:
-            notes.append(f"arm(s) only in {what}, not compared: {', '.join(only)}")
-    if not common:
-        notes.append("the two runs have no arm id in common")
+    pairs = pair_arms(this, other, notes)
     levels = sorted(set(this.run.profile.load.concurrency) & set(other.run.profile.load.concurrency))
     if 1 not in levels:
         notes.append("C=1 is not in both load plans: no tau and no output agreement")
     tok = _tokenizer(this.run.profile, notes)
     rows, thr = [], []
-    for arm in common:
-        row = {"arm": arm, "kind": this.run.profile.arm(arm).kind}
-        refusal = _shape(this, other, arm)
-        if refusal:
-            notes.append(refusal)
-            rows.append({**row, "note": refusal})
-            continue
-        matched = _matched_levels(this, other, arm, levels, notes)
+    for ax, ay in pairs:
+        row = {"arm": ax, "arm_other": ay, "kind": this.run.profile.arm(ax).kind,
+               "what": describe(what(this.run.profile, ax))}
+        matched = _matched_levels(this, other, ax, ay, levels, notes)
         if 1 in matched:
-            parts = [_tau(this, other, arm), _agreement(this, other, arm, tok)]
+            parts = [_tau(this, other, ax, ay), _agreement(this, other, ax, ay, tok)]
             for part in parts:
                 row.update(part)
             row["note"] = "; ".join(p["note"] for p in parts if p.get("note")) or None
         elif 1 in levels:
             row["note"] = "conditions differ at C=1 (see the notes)"
         rows.append(row)
-        thr.extend(_throughput(this, other, arm, matched, notes))
+        thr.extend(_throughput(this, other, ax, ay, matched, notes))
     arms = pd.DataFrame(rows, columns=ARM_COLUMNS)
     return CrossCheck(_sides(this, other), arms, pd.DataFrame(thr, columns=THROUGHPUT_COLUMNS), notes)
 
 
-def _shape(this: Analysis, other: Analysis, arm: str) -> str | None:
-    """Same id, same algorithm: kind, drafter block, tree budget and top-k must agree."""
-    def shape(a):
-        return a.kind, a.block_size, a.tree_budget, a.tree_topk
-    x, y = shape(this.run.profile.arm(arm)), shape(other.run.profile.arm(arm))
-    if x == y:
-        return None
-    return (f"refusing to compare {arm} across the two runs: it is (kind, block, budget, top-k) {x} in this run "
-            f"but {y} in the other")
-
-
-def _matched_levels(this: Analysis, other: Analysis, arm: str, levels: list[int], notes: list[str]) -> list[int]:
+def _matched_levels(this: Analysis, other: Analysis, ax: str, ay: str, levels: list[int],
+                    notes: list[str]) -> list[int]:
     """The concurrency levels at which the arm ran under matched conditions on both sides; one
     note per distinct reason for the others (naming the levels it applies to)."""
     refused: dict[str, list[int]] = {}
     ok = []
     for c in levels:
         try:
-            compare.require_matched(compare.conditions(this.run, arm, c), compare.conditions(other.run, arm, c),
+            compare.require_matched(compare.conditions(this.run, ax, c), compare.conditions(other.run, ay, c),
                                     "", VARY)
             ok.append(c)
         except MismatchError as e:
             refused.setdefault(str(e).split(": ", 1)[1], []).append(c)
     for because, cs in refused.items():
-        notes.append(f"refusing to compare {arm} across the two runs at C={', '.join(map(str, cs))}: {because}")
+        notes.append(f"refusing to compare {_both(ax, ay)} across the two runs at C={', '.join(map(str, cs))}: "
+                     f"{because}")
     return ok
+
+
+def _both(ax: str, ay: str) -> str:
+    return ax if ax == ay else f"{ax} (this run) with {ay} (the other)"
 
 
 def _ok_c1(a: Analysis, arm: str) -> tuple[pd.DataFrame, list[metrics.Boot]]:
     return Side(a.run, a.cells, a.boots, arm).pooled(1)
 
 
-def _tau(this: Analysis, other: Analysis, arm: str) -> dict:
+def _tau(this: Analysis, other: Analysis, ax: str, ay: str) -> dict:
     """Token-weighted τ at C=1 pooled over the repetitions that finished ok, each side with its
     bootstrap interval, and the relative gap this/other − 1 with the interval of the ratio."""
-    (cx, bx), (cy, by) = _ok_c1(this, arm), _ok_c1(other, arm)
+    (cx, bx), (cy, by) = _ok_c1(this, ax), _ok_c1(other, ay)
     # as sent; the conditions matched, so the other side sent the same
-    sent = compare.conditions(this.run, arm, 1)["temperature"]
+    sent = compare.conditions(this.run, ax, 1)["temperature"]
     out: dict = {"n_this": int(cx["n"].sum()), "n_other": int(cy["n"].sum()), "temperature": float(max(sent))}
     if cx.empty or cy.empty:
         out["note"] = f"no cell at C=1 finished ok in {'this run' if cx.empty else 'the other run'}"
         return out
     tx, rx = metrics.ratio(bx, "step_tokens", "steps")
     ty, ry = metrics.ratio(by, "step_tokens", "steps")
-    for side, a, c in (("this", this, cx), ("other", other, cy)):
+    for side, a, arm, c in (("this", this, ax, cx), ("other", other, ay, cy)):
         reps = [int(r) for r in c["repetition"]]
         out[f"tau_server_{side}"], out[f"tau_server_{side}_source"] = checks.server_tau(a.run, arm, 1, reps)
     sx, sy = out["tau_server_this"], out["tau_server_other"]
@@ -241,8 +259,8 @@ def _measured_c1(a: Analysis, arm: str) -> pd.DataFrame:
     return r
 
 
-def _agreement(this: Analysis, other: Analysis, arm: str, tok) -> dict:
-    x, y = _measured_c1(this, arm), _measured_c1(other, arm)
+def _agreement(this: Analysis, other: Analysis, ax: str, ay: str, tok) -> dict:
+    x, y = _measured_c1(this, ax), _measured_c1(other, ay)
     key = ["repetition", "prompt_id", "occurrence"]
     m = x.merge(y, on=key, suffixes=("_this", "_other"), how="inner")
     out = {"pairs": len(m), "unpaired_this": len(x) - len(m), "unpaired_other": len(y) - len(m)}
@@ -286,17 +304,18 @@ def _tokenizer(profile, notes: list[str]):
         return None
 
 
-def _throughput(this: Analysis, other: Analysis, arm: str, levels: list[int], notes: list[str]) -> list[dict]:
+def _throughput(this: Analysis, other: Analysis, ax: str, ay: str, levels: list[int],
+                notes: list[str]) -> list[dict]:
     """Output tok/s of the arm on both sides at each matched level, and this/other with its CI."""
     rows = []
     for c in levels:
         try:
-            s = compare.speedup(Side(this.run, this.cells, this.boots, arm),
-                                Side(other.run, other.cells, other.boots, arm), c, VARY)
+            s = compare.speedup(Side(this.run, this.cells, this.boots, ax),
+                                Side(other.run, other.cells, other.boots, ay), c, VARY)
         except MismatchError as e:    # conditions matched: what is left is a side with no ok cell
-            notes.append(str(e).replace(f"{arm} with {arm}", f"{arm} (this run) with {arm} (other run)", 1))
+            notes.append(str(e).replace(f"{ax} with {ay}", f"{ax} (this run) with {ay} (other run)", 1))
             continue
-        rows.append({"arm": arm, "concurrency": c, "throughput_this": s["throughput"],
+        rows.append({"arm": ax, "arm_other": ay, "concurrency": c, "throughput_this": s["throughput"],
                      "throughput_other": s["baseline_throughput"], "ratio": s["speedup"], "ratio_lo": s["speedup_lo"],
                      "ratio_hi": s["speedup_hi"], "tpot_ratio": s["tpot_ratio"], "tpot_ratio_lo": s["tpot_ratio_lo"],
                      "tpot_ratio_hi": s["tpot_ratio_hi"], "reps_this": s["reps"], "reps_other": s["baseline_reps"]})

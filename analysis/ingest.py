@@ -199,6 +199,10 @@ def _flatten(tables: list[pa.Table]) -> tuple[pd.DataFrame, pd.DataFrame]:
         col = _field(t, "spec", name)
         col = col if col is not None and pa.types.is_list(col.type) else pa.nulls(n, pa.list_(pa.int64()))
         out[name] = pd.Series(pd.arrays.ArrowExtensionArray(col.cast(pa.list_(pa.int64()))))
+    # the generated ids where the server returned them (None: it did not, or a record from before the field)
+    col = t.column("output_token_ids").combine_chunks() if "output_token_ids" in t.column_names else None
+    col = col if col is not None and pa.types.is_list(col.type) else pa.nulls(n, pa.list_(pa.int64()))
+    out["output_token_ids"] = pd.Series(pd.arrays.ArrowExtensionArray(col.cast(pa.list_(pa.int64()))))
     # chunks: keep those with content; the first one times TTFT
     chunks = t.column("chunks").combine_chunks() if "chunks" in t.column_names else None
     if chunks is None or pa.types.is_null(chunks.type):
@@ -275,7 +279,7 @@ def _empty_requests() -> pd.DataFrame:
     cols = ["request_id", "arm", "concurrency", "repetition", "warmup", "prompt_id", "category", "worker", "user",
             "max_tokens", "temperature", "send_ns", "send_unix_ns", "intended_send_ns", "headers_ns", "end_ns",
             "status", "error", "finish_reason", "prompt_tokens", "completion_tokens", *SPEC_SCALARS,
-            *SPEC_HISTOGRAMS, "first_content_ns", "content_chunks", "text", "ok"]
+            *SPEC_HISTOGRAMS, "output_token_ids", "first_content_ns", "content_chunks", "text", "ok"]
     return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
 
 

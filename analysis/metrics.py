@@ -215,15 +215,21 @@ def throughput_replicates(point: float, boots: list[Boot]) -> np.ndarray:
 
 
 def across_repetitions(cells: pd.DataFrame) -> pd.DataFrame:
-    """Per (arm, C), over the repetitions that finished ok: mean and Student-t interval of the
-    repetition values, and the pooled throughput and τ that comparisons use."""
+    """Per (arm, C), over the repetitions that finished ok: the geometric mean of the repetition values
+    with a Student-t interval on the log scale (so that no interval leaves its quantity's domain:
+    throughput, latencies and step time > 0, a speculative arm's τ >= 1), and the pooled throughput
+    and τ beside them."""
     rows = []
     ok = cells[cells["status"] == "ok"]
     for (arm, c), g in ok.groupby(["arm", "concurrency"], sort=True):
-        row = {"arm": arm, "kind": g["kind"].iloc[0], "concurrency": c, "reps": len(g),
+        kind = g["kind"].iloc[0]
+        row = {"arm": arm, "kind": kind, "concurrency": c, "reps": len(g),
                "n": int(g["n"].sum()), "errors": int(g["errors"].sum())}
         for m in ("throughput", "tau", "tpot_mean", "ttft_mean", "step_time_s"):
-            row[m], row[f"{m}_t_lo"], row[f"{m}_t_hi"] = stats.t_interval(g[m])
+            if m == "tau" and kind == "ar":   # one token per step by definition: no interval to draw
+                row[m], row[f"{m}_t_lo"], row[f"{m}_t_hi"] = 1.0, 1.0, 1.0
+                continue
+            row[m], row[f"{m}_t_lo"], row[f"{m}_t_hi"] = stats.log_t_interval(g[m], floor=1.0 if m == "tau" else 0.0)
         w = g["window_s"].sum()
         row["pooled_throughput"] = g["tokens"].sum() / w if w > 0 else float("nan")
         row["pooled_tau"] = g["tokens"].sum() / g["steps"].sum() if g["steps"].sum() > 0 else float("nan")

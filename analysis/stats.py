@@ -1,8 +1,10 @@
-"""Percentiles that know when they are meaningless, bootstrap and Student-t intervals."""
+"""Percentiles that know when they are meaningless; bootstrap intervals within cells; intervals, tests and
+detectable effects across repetitions, on the log scale."""
 
 from __future__ import annotations
 
 from fractions import Fraction
+from math import comb
 
 import numpy as np
 from scipy import stats as sps
@@ -60,14 +62,112 @@ def bootstrap_mean(x: np.ndarray, b: int = 1000, rng: np.random.Generator | None
     return interval(sums[:, 0] / sums[:, 1], level)
 
 
-def t_interval(values, level: float = LEVEL) -> tuple[float, float, float]:
-    """Mean and Student-t interval over repetition means; no interval from one repetition."""
+# ---- across repetitions: intervals that stay inside their quantity's domain -------------------
+
+POWER = 0.8        # the power a minimum detectable effect is stated at (two-sided, at LEVEL)
+MAX_N = 1000       # "n that would resolve it" is not searched past this
+
+
+def _finite(values) -> np.ndarray:
     v = np.asarray(values, dtype=float)
-    v = v[~np.isnan(v)]
-    if len(v) == 0:
+    return v[np.isfinite(v)]
+
+
+def log_t_interval(values, level: float = LEVEL, floor: float = 0.0) -> tuple[float, float, float]:
+    """Geometric mean and Student-t interval of repetition values on the log scale of (x - floor).
+
+    A quantity > floor (throughput, latency, step time: floor 0; a speculative arm's τ: floor 1)
+    keeps its interval inside (floor, ∞) however few and spread the repetitions are: a t-interval
+    on the raw values of three repetitions can reach below zero."""
+    v = _finite(values) - floor
+    if len(v) == 0 or (v <= 0).any():
         return float("nan"), float("nan"), float("nan")
-    m = float(v.mean())
+    lg = np.log(v)
+    m = float(np.exp(lg.mean())) + floor
     if len(v) < 2:
         return m, float("nan"), float("nan")
-    half = float(sps.t.ppf(0.5 + level / 2, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
-    return m, m - half, m + half
+    half = float(sps.t.ppf(0.5 + level / 2, len(v) - 1) * lg.std(ddof=1) / np.sqrt(len(v)))
+    return m, float(np.exp(lg.mean() - half)) + floor, float(np.exp(lg.mean() + half)) + floor
+
+
+def sign_test(diffs) -> float:
+    """Two-sided exact sign test of median 0 over paired differences (ties dropped); nan when none."""
+    d = _finite(diffs)
+    d = d[d != 0]
+    n = len(d)
+    if n == 0:
+        return float("nan")
+    k = int(min((d > 0).sum(), (d < 0).sum()))
+    # Binomial(n, 1/2) is symmetric: the two-sided p is twice the tail at the rarer sign
+    return min(1.0, 2 * sum(comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+
+def mde(sd: float, n: int, level: float = LEVEL, power: float = POWER) -> float:
+    """Smallest true mean that a two-sided paired t-test at `level` detects with `power`, in the units of sd,
+    with n pairs: (t_{1-α/2} + t_power) · sd / √n on n - 1 degrees of freedom."""
+    if n < 2 or not np.isfinite(sd):
+        return float("nan")
+    df = n - 1
+    return float((sps.t.ppf(0.5 + level / 2, df) + sps.t.ppf(power, df)) * sd / np.sqrt(n))
+
+
+def n_to_resolve(effect: float, sd: float, level: float = LEVEL, power: float = POWER) -> int | None:
+    """Fewest pairs whose minimum detectable effect is at most |effect|; None past MAX_N (or no effect)."""
+    if not (np.isfinite(effect) and np.isfinite(sd)) or effect == 0:
+        return None
+    if sd == 0:
+        return 2
+    for n in range(2, MAX_N + 1):
+        if mde(sd, n, level, power) <= abs(effect):
+            return n
+    return None
+
+
+def paired_log_ratio(x, y, level: float = LEVEL) -> dict:
+    """X/Y from repetition pairs (x_i, y_i adjacent in time): everything on the log scale.
+
+    ratio = exp(mean log(x_i / y_i)) with a t-interval over the pairs (never below zero), the exact
+    sign test over the pairs, the noise sd of each side (sd of log x_i, of log y_i: the relative
+    spread of its repetitions), the sd of the pair differences, and the minimum detectable effect
+    at this n (as a ratio's distance from 1)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    lx, ly = np.log(x[keep]), np.log(y[keep])
+    d = lx - ly
+    n = len(d)
+    out = {"pairs": n, "ratio": float("nan"), "ratio_lo": float("nan"), "ratio_hi": float("nan"),
+           "sign_p": sign_test(d), "wins": int((d > 0).sum()), "sd_x": float("nan"), "sd_y": float("nan"),
+           "sd_pair": float("nan"), "mde": float("nan"), "n_to_resolve": None}
+    if n == 0:
+        return out
+    out["ratio"] = float(np.exp(d.mean()))
+    if n < 2:
+        return out
+    sd = float(d.std(ddof=1))
+    half = float(sps.t.ppf(0.5 + level / 2, n - 1) * sd / np.sqrt(n))
+    out.update(ratio_lo=float(np.exp(d.mean() - half)), ratio_hi=float(np.exp(d.mean() + half)),
+               sd_x=float(lx.std(ddof=1)), sd_y=float(ly.std(ddof=1)), sd_pair=sd,
+               mde=float(np.exp(mde(sd, n, level)) - 1), n_to_resolve=n_to_resolve(float(d.mean()), sd, level))
+    return out
+
+
+def unpaired_log_ratio(x, y, level: float = LEVEL) -> dict:
+    """X/Y from two independent sets of repetitions (different runs: no pair is adjacent in time):
+    ratio of geometric means with a Welch t-interval on the log scale."""
+    lx, ly = np.log(_finite(x)[_finite(x) > 0]), np.log(_finite(y)[_finite(y) > 0])
+    out = {"pairs": 0, "ratio": float("nan"), "ratio_lo": float("nan"), "ratio_hi": float("nan"),
+           "sign_p": float("nan"), "wins": 0, "sd_x": float("nan"), "sd_y": float("nan"), "sd_pair": float("nan"),
+           "mde": float("nan"), "n_to_resolve": None}
+    if len(lx) == 0 or len(ly) == 0:
+        return out
+    out["ratio"] = float(np.exp(lx.mean() - ly.mean()))
+    if len(lx) < 2 or len(ly) < 2:
+        return out
+    vx, vy = lx.var(ddof=1) / len(lx), ly.var(ddof=1) / len(ly)
+    se = np.sqrt(vx + vy)
+    df = (vx + vy) ** 2 / (vx ** 2 / (len(lx) - 1) + vy ** 2 / (len(ly) - 1)) if se > 0 else len(lx) + len(ly) - 2
+    half = float(sps.t.ppf(0.5 + level / 2, df) * se)
+    d = lx.mean() - ly.mean()
+    out.update(ratio_lo=float(np.exp(d - half)), ratio_hi=float(np.exp(d + half)),
+               sd_x=float(lx.std(ddof=1)), sd_y=float(ly.std(ddof=1)))
+    return out

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ddbench import schedule
+from ddbench.manifest import planned_schedule
 from ddbench.profile import Profile
 from ddbench.records import CellStatus
 from ddbench.results import cell_name, write_json_atomic, write_text_atomic
@@ -65,6 +67,8 @@ class Plan:
     backend: dict = field(default_factory=lambda: dict(SGLANG))   # e.g. REFENGINE for the other side
     compare_with: str | None = None       # profile field: the run to cross-check against
     acceptance_shift: float = 0.0         # added to every category's draft acceptance (a τ gap)
+    schedule: str = "interleaved"         # the cell order (ddbench.schedule), written into the profile
+    drift_per_min: float = 0.0            # the host slows down: every step costs (1 + this)^minutes more
 
 
 def write_run(root: Path, plan: Plan | None = None, run_id: str = "20261129T080000Z-synth0") -> Path:
@@ -75,8 +79,22 @@ def write_run(root: Path, plan: Plan | None = None, run_id: str = "20261129T0800
     profile = _profile(plan)
     prompts = _prompts(plan)
     clock = _Clock()
-    for arm in profile.arms:
-        _write_arm(run, plan, arm.model_dump(), prompts, rng, clock)
+    arms = {a.id: a.model_dump() for a in profile.arms}
+    logs = {a: [] for a in arms}
+    counters = {a: {"gen": 0, "prompt": 0, "verify": 0, "requests": 0} for a in arms}
+    for block in schedule.blocks(profile):
+        for a in block.arms:
+            logs[a] += [f"[{_ts(clock.unix(clock.ns))}] server_args=ServerArgs(model_path='models/tiny-target', ...)",
+                        f"[{_ts(clock.unix(clock.ns) + 3)}] The server is fired up and ready to roll!"]
+            clock.ns += 5_000_000_000
+        for a, c, r in block.cells:
+            logs[a].append(f"[{_ts(clock.unix(clock.ns))}] Cache flushed successfully!")
+            clock.ns += 200_000_000
+            _write_cell(run / a / cell_name(c, r), plan, arms[a], c, r, prompts, rng, clock, counters[a], logs[a])
+            clock.ns += 2_000_000_000
+    for a in arms:
+        write_text_atomic(run / a / "server.log", "\n".join(logs[a]) + "\n")
+        write_json_atomic(run / a / "status.json", {"arm": a, "status": "ok", "reason": None})
     _write_manifest(run, plan, profile, clock)
     return run
 
@@ -96,7 +114,8 @@ def _profile(plan: Plan) -> Profile:
         "workload": {"prompt_set": "loadtests/prompts/synth.jsonl", "max_tokens": plan.max_tokens,
                      "temperature": plan.temperature},
         "load": {"concurrency": plan.concurrency, "requests_per_user": plan.requests_per_user,
-                 "warmup_requests": plan.warmup_requests, "repetitions": plan.repetitions, "seed": plan.seed},
+                 "warmup_requests": plan.warmup_requests, "repetitions": plan.repetitions, "seed": plan.seed,
+                 "schedule": plan.schedule},
     })
 
 
@@ -145,28 +164,12 @@ def _sample_depth(rng, p: float, cap: int, n: int) -> np.ndarray:
     return np.minimum(rng.geometric(1 - p, size=n) - 1, cap)
 
 
-def _write_arm(run: Path, plan: Plan, arm: dict, prompts, rng, clock: _Clock) -> None:
-    adir = run / arm["id"]
-    log = [f"[{_ts(clock.unix(clock.ns))}] server_args=ServerArgs(model_path='models/tiny-target', ...)",
-           f"[{_ts(clock.unix(clock.ns) + 3)}] The server is fired up and ready to roll!"]
-    clock.ns += 5_000_000_000
-    counters = {"gen": 0, "prompt": 0, "verify": 0, "requests": 0}
-    for c in plan.concurrency:
-        for r in range(1, plan.repetitions + 1):
-            log.append(f"[{_ts(clock.unix(clock.ns))}] Cache flushed successfully!")
-            clock.ns += 200_000_000
-            _write_cell(adir / cell_name(c, r), plan, arm, c, r, prompts, rng, clock, counters, log)
-            clock.ns += 2_000_000_000
-    write_text_atomic(adir / "server.log", "\n".join(log) + "\n")
-    write_json_atomic(adir / "status.json", {"arm": arm["id"], "status": "ok", "reason": None})
-
-
 def _write_cell(cdir: Path, plan: Plan, arm: dict, c: int, r: int, prompts, rng, clock: _Clock,
                 counters: dict, log: list[str]) -> None:
     kind, t0 = arm["kind"], clock.ns
     failed = plan.failed_cell == (arm["id"], c, r)
     depth_cap = (arm.get("block_size") or 1) - 1
-    step_ns = _step_ms(plan, arm, c) * 1e6
+    step_ns = _step_ms(plan, arm, c) * 1e6 * (1 + plan.drift_per_min) ** ((t0 - clock.ns0) / 60e9)
     nodes = depth_cap if kind in ("linear", "chain") else (arm.get("budget") or 0)
     before = _prom(counters, kind)
     records, steps = [], []      # steps: (t_ns, commit, depth)
@@ -334,6 +337,7 @@ def _write_manifest(run: Path, plan: Plan, profile: Profile, clock: _Clock) -> N
         "packages": {"ddbench": "0.1.0", "torch": "2.14.1", "locust": "2.47.0",
                      **({"sglang": profile.backend.version} if profile.backend.kind == "sglang" else {})},
         "seeds": {"load": plan.seed},
+        "schedule": planned_schedule(profile),
         "started": datetime.fromtimestamp(clock.start_unix, UTC).isoformat(),
         "ended": datetime.fromtimestamp(clock.unix(clock.ns), UTC).isoformat(),
         "images": ({"sglang": f"{profile.backend.image}@sha256:" + "ab" * 32} if profile.backend.image else {}),

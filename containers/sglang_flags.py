@@ -12,6 +12,7 @@ on 0.5.15) fails here instead of in the container.
 
     python -m containers.sglang_flags extract --version 0.5.15          # from the PyPI wheel
     python -m containers.sglang_flags extract-git REPO_DIR COMMIT --name NAME
+    python -m containers.sglang_flags extract-git REPO_DIR --pin     # the pinned DDTree fork's table
     python -m containers.sglang_flags check PROFILE...
 """
 
@@ -340,6 +341,12 @@ def validate(argv: list[str], table: dict) -> None:
 
 
 def table_for(profile: Profile, kind: str) -> str:
+    """The flag table an arm's command meets: the pinned fork's for every arm of a backend.ddtree
+    'fork' profile (they all run on it); otherwise the release's, DDTree arms the PR overlay's."""
+    if profile.backend.ddtree == "fork":
+        from containers.sglang_pin import pin
+
+        return pin().flags_table
     version = profile.backend.version or DEFAULT_VERSION
     return DDTREE_OVERLAY if kind in ("chain", "tree") else f"sglang-{version}"
 
@@ -365,8 +372,10 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--version", default=DEFAULT_VERSION)
     g = sub.add_parser("extract-git", help="write flags/NAME.json from a git checkout at a commit")
     g.add_argument("repo", type=Path)
-    g.add_argument("commit")
-    g.add_argument("--name", required=True)
+    g.add_argument("commit", nargs="?")
+    g.add_argument("--name")
+    g.add_argument("--pin", action="store_true",
+                   help="the commit and name of the one pin (containers/sglang/pin.toml): ddtree-fork-<sha8>")
     c = sub.add_parser("check", help="check every SGLang arm of profiles")
     c.add_argument("profiles", nargs="+")
     a = ap.parse_args(argv)
@@ -379,6 +388,12 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{name}: {p}", file=sys.stderr)
                 bad += len(problems)
             return 1 if bad else 0
+        if a.cmd == "extract-git" and a.pin:
+            from containers.sglang_pin import pin
+
+            a.commit, a.name = pin().commit, pin().flags_table
+        if a.cmd == "extract-git" and not (a.commit and a.name):
+            raise FlagError("extract-git needs COMMIT and --name NAME, or --pin")
         table = extract_wheel(a.version) if a.cmd == "extract" else extract_git(a.repo, a.commit)
         out = FLAGS_DIR / (f"sglang-{a.version}.json" if a.cmd == "extract" else f"{a.name}.json")
     except (FlagError, ProfileError) as err:

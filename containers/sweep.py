@@ -1,23 +1,27 @@
-"""Run an arm's cells against its server, so that a dying server fails its cell, not the sweep.
+"""Run a profile's cells against its servers, so that a dying server fails its cell, not the sweep.
 
-    run_arms(profile, run_dir, cell=loadtests.cell.run_cell)
+    run_sweep(profile, run_dir, cell=loadtests.cell.run_cell)
 
-Each arm comes up once (arm-major order, as Profile.cells() lists), its cells run with
-telemetry, and it goes down before the next arm. An arm that does not come up, or a server
-that exits before or during a cell, leaves every affected cell with a failed status.json
-that says why; the sweep goes on with the next arm. The cell runner is passed in (the load
-generator's run_cell), so this module knows servers, not traffic.
+The schedule (ddbench/schedule.py) cuts the sweep into blocks: servers that are up together and
+the cells that run against them, in order. For each block its servers come up (the first alone,
+so that one-time compilation caches are warm, then the rest in parallel), its cells run with
+telemetry, and its servers go down. An arm that does not come up, or a server that exits before
+or during a cell, leaves every affected cell with a failed status.json that says why; the sweep
+goes on. The cell runner is passed in (the load generator's run_cell), so this module knows
+servers, not traffic.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from containers import bringup
 from containers.ready import BringUpError
 from containers.telemetry import TELEMETRY, Telemetry
+from ddbench import schedule
 from ddbench.profile import Profile
 from ddbench.records import CellStatus
 from ddbench.results import STATUS, cell_name, write_json_atomic
@@ -33,37 +37,70 @@ def _failed(arm: str, c: int, r: int, cell_dir: Path, reason: str) -> CellStatus
     return status
 
 
-def run_arm(profile: Profile, arm_id: str, run_dir: Path, cell: CellRunner, *, command: list[str] | None = None,
-            timeout_s: float | None = None, telemetry_interval_s: float = 1.0) -> list[CellStatus]:
-    cells = [(c, r) for a, c, r in profile.cells() if a == arm_id]
-    cell_dir = lambda c, r: Path(run_dir) / arm_id / cell_name(c, r)  # noqa: E731
+def up_together(profile: Profile, arms: list[str], run_dir: Path, **kw) -> tuple[dict, dict[str, str]]:
+    """Bring arms up: the first alone, the rest in parallel. Returns (servers, why each other arm is not up)."""
+    servers, down = {}, {}
+
+    def one(arm: str):
+        try:
+            servers[arm] = bringup.up(profile, arm, run_dir, **kw)
+        except (BringUpError, RuntimeError) as e:
+            down[arm] = getattr(e, "summary", str(e).splitlines()[0])
+
     try:
-        server = bringup.up(profile, arm_id, run_dir, command=command, timeout_s=timeout_s)
-    except (BringUpError, RuntimeError) as e:
-        summary = getattr(e, "summary", str(e).splitlines()[0])
-        return [_failed(arm_id, c, r, cell_dir(c, r), f"the arm did not come up: {summary}") for c, r in cells]
+        if arms:
+            one(arms[0])
+        with ThreadPoolExecutor(max_workers=max(1, len(arms) - 1)) as pool:
+            list(pool.map(one, arms[1:]))
+    except BaseException:  # Ctrl-C during bring-up: leave nothing running
+        for s in servers.values():
+            s.stop()
+        raise
+    return servers, down
+
+
+def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: CellRunner, *,
+              command: list[str] | None = None, timeout_s: float | None = None,
+              telemetry_interval_s: float = 1.0) -> list[CellStatus]:
+    cell_dir = lambda a, c, r: Path(run_dir) / a / cell_name(c, r)  # noqa: E731
+    servers, down = up_together(profile, list(block.arms), run_dir, command=command, timeout_s=timeout_s)
     out = []
     try:
-        for c, r in cells:
+        for a, c, r in block.cells:
+            if a in down:
+                out.append(_failed(a, c, r, cell_dir(a, c, r), f"the arm did not come up: {down[a]}"))
+                continue
+            server = servers[a]
             gone = server.exited()
             if gone is not None:
-                out.append(_failed(arm_id, c, r, cell_dir(c, r), f"the server {gone} before this cell"))
+                out.append(_failed(a, c, r, cell_dir(a, c, r), f"the server {gone} before this cell"))
                 continue
-            with Telemetry(cell_dir(c, r) / TELEMETRY, gpus=profile.placement.gpus or None,
+            with Telemetry(cell_dir(a, c, r) / TELEMETRY, gpus=profile.placement.gpus or None,
                            interval_s=telemetry_interval_s):
-                status = cell(profile.workload, profile.load, url=server.url, cell_dir=cell_dir(c, r), arm=arm_id,
+                status = cell(profile.workload, profile.load, url=server.url, cell_dir=cell_dir(a, c, r), arm=a,
                               concurrency=c, repetition=r)
             gone = server.exited()
             if gone is not None:
                 why = f"the server {gone} during the cell" + (f"; {status.reason}" if status.reason else "")
                 status = status.model_copy(update={"status": "failed", "reason": why})
-                write_json_atomic(cell_dir(c, r) / STATUS, status.model_dump(mode="json"))
+                write_json_atomic(cell_dir(a, c, r) / STATUS, status.model_dump(mode="json"))
             out.append(status)
     finally:
-        server.stop()
+        for s in servers.values():
+            s.stop()
     return out
 
 
-def run_arms(profile: Profile, run_dir: Path, cell: CellRunner, *, arms: list[str] | None = None,
-             **kw) -> dict[str, list[CellStatus]]:
-    return {a.id: run_arm(profile, a.id, run_dir, cell, **kw) for a in profile.arms if not arms or a.id in arms}
+def run_sweep(profile: Profile, run_dir: Path, cell: CellRunner, *, todo: list[schedule.Cell] | None = None,
+              mode: str | None = None, **kw) -> dict[str, list[CellStatus]]:
+    """Every cell of the schedule (or only those in todo), block by block; statuses by arm, in run order."""
+    wanted = set(todo) if todo is not None else None
+    out: dict[str, list[CellStatus]] = {a.id: [] for a in profile.arms}
+    for block in schedule.blocks(profile, mode):
+        cells = tuple(x for x in block.cells if wanted is None or x in wanted)
+        if not cells:
+            continue
+        arms = tuple(a for a in block.arms if any(x[0] == a for x in cells))
+        for status in run_block(profile, schedule.Block(arms, cells), run_dir, cell, **kw):
+            out[status.arm].append(status)
+    return out

@@ -11,6 +11,7 @@ import importlib.util
 import runpy
 import sys
 
+from ddbench import schedule
 from ddbench.launch import server_command
 from ddbench.profile import ProfileError, load_profile, repo_path, resolve_path
 from ddbench.prompts import PromptSetError, load_prompts
@@ -56,7 +57,8 @@ def run_stage(verb: str, argv: list[str]) -> int:
 
 def plan_text(profile, source: str) -> str:
     load, wl = profile.load, profile.workload
-    cells = profile.cells()
+    mode, why = schedule.resolve(profile)
+    cells = schedule.order(profile, mode)
     lines = [f"profile {profile.name}  ({source})", f"  digest {profile.digest()[:16]}",
              f"  backend {profile.backend.kind} ({profile.backend.runtime}"
              + (f", image {profile.backend.image}" if profile.backend.image else "") + ")",
@@ -75,13 +77,20 @@ def plan_text(profile, source: str) -> str:
     lines += [f"  load {load.mode}, concurrency {load.concurrency}, {load.repetitions} repetition(s), "
               f"seed {load.seed}",
               f"  cells {len(profile.arms)} arms x {len(load.concurrency)} concurrency x "
-              f"{load.repetitions} repetitions = {len(cells)} cells; {requests}", "", "arms:"]
+              f"{load.repetitions} repetitions = {len(cells)} cells; {requests}",
+              f"  schedule {mode}: {why}; {schedule.bring_ups(profile, mode)} server start(s)",
+              "    order " + _order_text(cells, len(profile.arms) * len(load.concurrency)), "", "arms:"]
     for arm in profile.arms:
         launch = server_command(profile, arm)
         lines.append(f"  {arm.id}  [{arm.kind}]")
         lines.append(f"    {launch.shell()}")
         lines += [f"    note: {n}" for n in launch.notes]
     return "\n".join(lines)
+
+
+def _order_text(cells: list[tuple[str, int, int]], first: int) -> str:
+    shown = ", ".join(f"{a}@C{c}r{r}" for a, c, r in cells[:first])
+    return shown + (f", ... ({len(cells) - first} more)" if len(cells) > first else "")
 
 
 def check(argv: list[str]) -> int:

@@ -7,9 +7,10 @@ scheduler) are set for every arm of a profile, not only for the arm that needs t
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
-from ddbench.profile import Arm, Profile
+from ddbench.profile import Arm, Profile, repo_path
 
 DEFAULT_PORT = 30000
 
@@ -38,11 +39,39 @@ def sglang_effective_topk(arm: Arm, max_topk: int, vocab: int | None = None) -> 
     return min(k, max_topk, vocab) if vocab else min(k, max_topk)
 
 
+def target_vocab(profile: Profile) -> int | None:
+    """The target's vocab_size when it is a local checkpoint directory (a hub id: unknown here)."""
+    try:
+        return int(json.loads((repo_path(profile.models.target) / "config.json").read_text())["vocab_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def fork_notes(profile: Profile, arm: Arm) -> list[str]:
+    """The effective DDTree values on the pinned fork (backend.ddtree 'fork'), for `just check`."""
+    from containers.sglang_pin import pin
+
+    p = pin()
+    notes = [f"build: DDTree fork {p.label} on sglang {p.sglang} wheels (containers/sglang/pin.toml), every arm"]
+    if arm.kind == "tree":
+        vocab = target_vocab(profile)
+        k = min(arm.tree_budget, vocab) if vocab else arm.tree_budget
+        notes.append(f"effective DDTree: block {arm.block_size}, budget {arm.tree_budget}, top-k min(B, vocab "
+                     f"{vocab or '?'}) = {k}, verify width {arm.tree_budget + 1} tokens per request")
+    elif arm.kind == "linear":
+        notes.append(f"effective DFLASH: block {arm.block_size}, a chain of {arm.block_size - 1} drafted tokens "
+                     f"(this build's chain: DDTree's top-k-1 chain is not expressible on it)")
+    return notes
+
+
 def _has(profile: Profile, *kinds: str) -> bool:
     return any(a.kind in kinds for a in profile.arms)
 
 
-def _spec_args(arm: Arm, drafter: str | None, block_flag: str) -> tuple[list[str], dict[str, str]]:
+def _spec_args(arm: Arm, drafter: str | None, block_flag: str,
+               topk_env: bool = True) -> tuple[list[str], dict[str, str]]:
+    """topk_env: the build reads the arm's top-k from SGLANG_DDTREE_MAX_TOPK (the PR, the reference
+    engine); the pinned fork has no top-k knob (min(B, vocab)), so it gets none."""
     if arm.kind == "ar":
         return [], {}
     if arm.kind == "linear":
@@ -50,7 +79,7 @@ def _spec_args(arm: Arm, drafter: str | None, block_flag: str) -> tuple[list[str
                 block_flag, str(arm.block_size)], {}
     return (["--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", drafter,
              block_flag, str(arm.block_size), "--speculative-ddtree-budget", str(arm.tree_budget)],
-            {"SGLANG_DDTREE_MAX_TOPK": str(arm.tree_topk)})
+            {"SGLANG_DDTREE_MAX_TOPK": str(arm.tree_topk)} if topk_env else {})
 
 
 def _gpu_env(profile: Profile) -> dict[str, str]:
@@ -93,9 +122,12 @@ def sglang_command(profile: Profile, arm: Arm, host: str = "127.0.0.1", port: in
         argv += ["--disable-cuda-graph"]
     if rt.mem_fraction_static is not None:
         argv += ["--mem-fraction-static", str(rt.mem_fraction_static)]
-    spec, env = _spec_args(arm, profile.models.drafter, "--speculative-num-draft-tokens")
+    fork = profile.backend.ddtree == "fork"
+    spec, env = _spec_args(arm, profile.models.drafter, "--speculative-num-draft-tokens", topk_env=not fork)
     argv += spec + rt.extra_args + arm.extra_args
-    if arm.kind == "tree":
+    if fork:  # profile._check_sglang has refused chains and K != B on this build
+        notes += fork_notes(profile, arm)
+    elif arm.kind == "tree":
         k = sglang_effective_topk(arm, arm.tree_topk)
         if k != arm.tree_topk:
             notes.append(f"SGLang's DDTree uses top-k min(max(B//L+1, 2), MAX_TOPK) = {k}, "

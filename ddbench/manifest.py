@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import json
 import os
 import platform
 import shutil
@@ -11,6 +13,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from ddbench import schedule
 from ddbench.profile import REPO_ROOT, Profile, repo_path
 from ddbench.prompts import prompt_set_digest
 from ddbench.results import RunDir, redact_env, write_json_atomic
@@ -110,6 +113,42 @@ def package_versions() -> dict:
     return out
 
 
+# containers/h200/device.py leaves this in the site dir of every bundle layer it unpacks
+BUNDLE_MARKER = ".h200-bundle.json"
+
+
+def h200_bundles() -> list[dict]:
+    """The H200 bundle layers on PYTHONPATH, in path order, as their markers record them: layer,
+    archive and parts sha256, and for the DDTree fork its repo, SHA, cherry-picks and trees. [] elsewhere."""
+    out = []
+    for entry in filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)):
+        try:
+            marker = json.loads((Path(entry) / BUNDLE_MARKER).read_text())
+        except (OSError, ValueError):
+            continue
+        out.append({"site": entry, **marker})
+    return out
+
+
+def sglang_source() -> dict | None:
+    """Which `sglang` a server started from this environment imports (the one first on the path):
+    its site dir and the bundle layer unpacked there (stock `sglang` or the `sglang-ddtree` fork,
+    with its source); None where SGLang is not installed."""
+    try:
+        spec = importlib.util.find_spec("sglang")  # finds the package without importing it
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    site = Path(next(iter(spec.submodule_search_locations))).parent
+    try:
+        marker = json.loads((site / BUNDLE_MARKER).read_text())
+    except (OSError, ValueError):
+        marker = None
+    return {"site": str(site), "layer": marker.get("layer") if marker else None,
+            "source": marker.get("source") if marker else None}
+
+
 def file_sha256(path: Path) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
@@ -148,10 +187,19 @@ def build_manifest(profile: Profile, source: str, run: RunDir) -> dict:
         "packages": package_versions(),
         "environment": redact_env(env),
         "seeds": {"load": profile.load.seed},
+        "schedule": planned_schedule(profile),
         "images": {},
+        "h200_bundles": h200_bundles(),
+        "sglang_source": sglang_source(),
         "started": now_iso(),
         "ended": None,
     }
+
+
+def planned_schedule(profile: Profile) -> dict:
+    mode, why = schedule.resolve(profile)
+    return {"mode": mode, "why": why, "bring_ups": schedule.bring_ups(profile, mode),
+            "planned": [list(cell) for cell in schedule.order(profile, mode)]}
 
 
 def start_run(profile: Profile, source: str, run: RunDir) -> dict:

@@ -37,11 +37,19 @@ class Backend(Strict):
     runtime: Literal["docker", "local"] = "local"
     image: str | None = None
     version: str | None = Field(None, description="SGLang release the flags are checked against")
+    # left out of the dump when unset, so that runs recorded before the field existed keep their digests
+    ddtree: Literal["fork", "pr29907"] | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="the SGLang build that serves every arm: 'fork' = the DDTree fork of the one pin "
+                    "(containers/sglang/pin.toml; top-k = min(B, vocab), no chain); 'pr29907' (or unset) = "
+                    "the Docker images' PR #29907 overlay (top-k min(max(B // L + 1, 2), MAX_TOPK))")
 
     @model_validator(mode="after")
     def _image_for_docker(self):
         if self.runtime == "docker" and not self.image:
             raise ValueError("runtime 'docker' needs an image")
+        if self.ddtree is not None and self.kind != "sglang":
+            raise ValueError(f"ddtree '{self.ddtree}' names an SGLang build; backend '{self.kind}' has none")
         return self
 
 
@@ -155,6 +163,10 @@ class Load(Strict):
     repetitions: int = Field(1, ge=1)
     seed: int = 0
     processes: int = Field(1, ge=1, description="Locust worker processes")
+    # left out of the dump when 'auto', so that runs recorded before the field existed keep their digests
+    schedule: Literal["auto", "interleaved", "per-repetition", "arm-major"] = Field(
+        "auto", exclude_if=lambda v: v == "auto",
+        description="cell order and server lifetimes (ddbench/schedule.py); auto decides from the backend")
 
     @model_validator(mode="after")
     def _stop_rule(self):
@@ -208,9 +220,10 @@ class Profile(Strict):
         return self.runtime.cuda_graphs if arm.cuda_graphs is None else arm.cuda_graphs
 
     def cells(self) -> list[tuple[str, int, int]]:
-        """(arm id, concurrency, repetition) in run order: arm-major, so each server starts once."""
-        return [(a.id, c, r) for a in self.arms for c in self.load.concurrency
-                for r in range(1, self.load.repetitions + 1)]
+        """(arm id, concurrency, repetition) in run order (ddbench/schedule.py)."""
+        from ddbench import schedule
+
+        return schedule.order(self)
 
     def digest(self) -> str:
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
@@ -233,6 +246,24 @@ def _check_sglang(p: Profile) -> None:
             f"got runtime.attention_backend '{rt.attention_backend}'")
     if ddtree and rt.page_size not in (None, 1):
         raise ValueError(f"DDTree arms need page_size 1, got runtime.page_size {rt.page_size}")
+    for a in p.arms:  # the stage profiler's timers cost time: containers/h200/diagnostics.py stage-cost adds it
+        if any(x.startswith("--speculative-ddtree-profile") for x in [*rt.extra_args, *a.extra_args]):
+            raise ValueError(f"arm '{a.id}': --speculative-ddtree-profile* never goes into a measured arm; "
+                             "run `python -m containers.h200.diagnostics stage-cost RUN_DIR` beside the sweep")
+    if p.backend.ddtree == "fork":
+        for a in ddtree:
+            if a.kind == "chain":
+                raise ValueError(
+                    f"chain arm '{a.id}': the pinned DDTree fork (backend.ddtree 'fork') cannot express a "
+                    f"top-k-1 chain: its budget {a.tree_budget} is a best-first tree with top-k {a.tree_budget}, "
+                    "and --is-ddtree-prune, the only way to force the spine, crashed the scheduler at the first "
+                    "verify on the H200 (CUDA indexSelectSmallIndex assertion). Use a 'linear' arm: DFLASH is "
+                    "SGLang's chain")
+            if a.topk != a.budget:
+                raise ValueError(
+                    f"tree arm '{a.id}': the pinned DDTree fork (backend.ddtree 'fork') has no top-k knob: its "
+                    f"top-k is min(B, vocab) = {a.budget} for budget {a.budget}, so the arm needs topk {a.budget} "
+                    f"(K = B, e.g. id 'tree-b{a.budget}-k{a.budget}'), got topk {a.topk}")
     linear = [a for a in p.arms if a.kind == "linear"]
     if ddtree and linear and rt.overlap_scheduler and not rt.overlap_scheduler_reason:
         raise ValueError(

@@ -60,6 +60,9 @@ class RequestRecord(BaseModel):
     finish_reason: str | None = None
     usage: Usage | None = None
     spec: dict[str, Any] | None = Field(None, description="sglext.spec_tokens_details as returned")
+    output_token_ids: list[int] | None = Field(
+        None, description="the generated token ids, in order, when the server returns them (choices[].token_ids "
+                          "of a request with return_token_ids); None: it did not, or a record from before")
 
     @property
     def ok(self) -> bool:

@@ -1,7 +1,10 @@
 """`ddbench reproduce [PROFILE]`: the whole study in one command, resumable.
 
-    validate -> prepare -> for each arm: up, its cells (flush, scrape, load, scrape), down
-             -> analyze -> report -> the PDF's path and the headline table
+    validate -> prepare -> for each block of the schedule: its servers up, its cells
+             (flush, scrape, load, scrape) in order, down -> analyze -> report -> the PDF's path
+
+The schedule (ddbench/schedule.py) interleaves arms repetition by repetition, so that host
+drift hits every arm alike; the manifest records the planned order and the order that ran.
 
 Stages talk through the run directory: the sweep writes cells, `python -m analysis` reads
 them and writes tables/, `python -m report` reads those and writes report.pdf. A failed arm or
@@ -39,10 +42,12 @@ def cell_status(cell_dir: Path) -> CellStatus | None:
     return CellStatus.model_validate(read_json(path)) if path.is_file() else None
 
 
-def pending_cells(profile: Profile, run: RunDir) -> list[tuple[str, int, int]]:
-    """Cells without an ok status.json, in run order."""
+def pending_cells(profile: Profile, run: RunDir, reps: range | None = None) -> list[tuple[str, int, int]]:
+    """Cells without an ok status.json, in run order (only repetitions in reps, when given)."""
     out = []
     for arm, c, r in profile.cells():
+        if reps is not None and r not in reps:
+            continue
         s = cell_status(run.cell_dir(arm, c, r))
         if s is None or s.status != "ok":
             out.append((arm, c, r))
@@ -145,19 +150,46 @@ def make_cell_runner(progress: Progress, task):
     return run
 
 
-def sweep(profile: Profile, run: RunDir) -> None:
-    from containers.sweep import run_arms
+def sweep(profile: Profile, run: RunDir, reps: range | None = None) -> None:
+    from containers.sweep import run_sweep
 
-    todo = pending_cells(profile, run)
+    todo = pending_cells(profile, run, reps)
     for arm, c, r in todo:
         if run.cell_dir(arm, c, r).exists():
             _retire(run.cell_dir(arm, c, r))
-    arms = sorted({a for a, _, _ in todo}, key=[a.id for a in profile.arms].index)
     columns = (TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn())
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("starting", total=len(todo))
-        run_arms(profile, run.path, make_cell_runner(progress, task), arms=arms)
+        run_sweep(profile, run.path, make_cell_runner(progress, task), todo=todo)
+
+
+def ran_order(profile: Profile, run: RunDir) -> list[dict]:
+    """The cells as they ran, by start time: what analysis pairs and what the drift check reads."""
+    out = []
+    for arm, c, r in profile.cells():
+        s = cell_status(run.cell_dir(arm, c, r))
+        if s is not None and s.started_unix is not None:
+            out.append({"arm": arm, "concurrency": c, "repetition": r, "started_unix": s.started_unix,
+                        "ended_unix": s.ended_unix, "status": s.status})
+    return sorted(out, key=lambda x: x["started_unix"])
+
+
+def _ran(profile: Profile, run: RunDir, reps: range | None, t0: float) -> dict:
+    """The manifest's record of what ran: the cells' order, and each slice of the sweep (a --resume or a
+    --repetitions span adds one)."""
+    m = run.manifest()
+    part = {"repetitions": f"{reps.start}-{reps.stop - 1}" if reps else "all", "started_unix": round(t0, 3),
+            "sweep_s": round(time.time() - t0, 1)}
+    return {"schedule": {**m.get("schedule", {}), "ran": ran_order(profile, run)},
+            "slices": [*m.get("slices", []), part]}
+
+
+def _span(text: str) -> range:
+    m = re.fullmatch(r"(\d+)(?:-(\d+))?", text)
+    if not m or int(m.group(1)) < 1 or (m.group(2) and int(m.group(2)) < int(m.group(1))):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a repetition or a span A-B (1-based, A <= B)")
+    return range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1)
 
 
 def stage(module: str, run: RunDir) -> int:
@@ -170,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("profile", nargs="?", default="cpu-tiny")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and a time estimate; change nothing")
     ap.add_argument("--resume", metavar="RUN_DIR", help="complete this run: redo only cells that are not ok")
+    ap.add_argument("--repetitions", metavar="A-B", type=_span,
+                    help="run only repetitions A..B (a slice of device time; join slices with --resume, whole "
+                         "repetitions each, so that every pair's cells stay adjacent in time)")
     ap.add_argument("--no-report", action="store_true",
                     help="sweep and analyze only, on a machine without TeX; then `just report RUN_DIR` elsewhere")
     ap.add_argument("--results-root", default=str(RESULTS_ROOT), help=argparse.SUPPRESS)
@@ -205,15 +240,16 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"run {run.path}", highlight=False)
     t0 = time.time()
     try:
-        sweep(profile, run)
+        sweep(profile, run, a.repetitions)
     except KeyboardInterrupt:
-        finish_run(run, interrupted=True)
+        finish_run(run, interrupted=True, **_ran(profile, run, a.repetitions, t0))
         console.print(f"\ninterrupted; no server is left running. Resume with:\n"
                       f"  just reproduce {a.profile} --resume {run.path}", highlight=False)
         return EXIT_INTERRUPTED
     left = pending_cells(profile, run)
     finish_run(run, interrupted=False, sweep_s=round(time.time() - t0, 1),
-               cells={"total": len(profile.cells()), "ok": len(profile.cells()) - len(left), "not_ok": len(left)})
+               cells={"total": len(profile.cells()), "ok": len(profile.cells()) - len(left), "not_ok": len(left)},
+               **_ran(profile, run, a.repetitions, t0))
     rc = stage("analysis", run) or (0 if a.no_report else stage("report", run))
     if rc:
         console.print(f"reproduce: a stage after the sweep failed (exit {rc}); the cells are kept in {run.path}",

@@ -22,7 +22,7 @@ ERROR_TEXT_MAX = 500
 
 
 def chat_body(prompt: Prompt, *, model: str, max_tokens: int, temperature: float, top_p: float = 1.0,
-              top_k: int | None = None, ignore_eos: bool = True) -> dict[str, Any]:
+              top_k: int | None = None, ignore_eos: bool = True, token_ids: bool = True) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
         "messages": [m.model_dump() for m in prompt.messages],
@@ -34,6 +34,11 @@ def chat_body(prompt: Prompt, *, model: str, max_tokens: int, temperature: float
         # SGLang's extension; servers without it ignore unknown fields
         "return_spec_tokens_details": True,
     }
+    if token_ids:
+        # the generated ids in choices[].token_ids (the reference engine; SGLang's /v1/completions since
+        # PR #30917). SGLang 0.5.15 ignores the field on chat; a release with #30917 but not #37365
+        # refuses it on a chat stream (HTTP 400): turn it off there (--return-token-ids false)
+        body["return_token_ids"] = True
     if top_k is not None:
         body["top_k"] = top_k
     if ignore_eos:
@@ -44,7 +49,7 @@ def chat_body(prompt: Prompt, *, model: str, max_tokens: int, temperature: float
 def stream_chat(session, body: dict[str, Any], request_id: str, name: str = CHAT_PATH) -> dict[str, Any]:
     """Send one request through a Locust FastHttpSession; return the record's raw fields."""
     out: dict[str, Any] = {"chunks": [], "status": None, "error": None, "finish_reason": None,
-                           "usage": None, "spec": None, "headers_ns": None}
+                           "usage": None, "spec": None, "headers_ns": None, "output_token_ids": None}
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
                "Accept-Encoding": "identity", "X-Request-Id": request_id}
     data = json.dumps(body).encode()
@@ -114,6 +119,9 @@ def take(data: str, t_ns: int, out: dict[str, Any]) -> bool:
         text = (choice.get("delta") or {}).get("content")
         if text:
             out["chunks"].append(Chunk(t_ns=t_ns, text=text))
+        ids = choice.get("token_ids")
+        if isinstance(ids, list):  # this event's ids, in order; an event may carry ids and no text
+            out["output_token_ids"] = (out["output_token_ids"] or []) + [int(i) for i in ids]
         if choice.get("finish_reason"):
             out["finish_reason"] = choice["finish_reason"]
     if obj.get("usage"):

@@ -14,15 +14,20 @@ import logging
 import time
 
 import gevent
+import locust.stats
 from gevent.event import AsyncResult
 from locust.runners import MasterRunner, WorkerRunner
-from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from loadtests.recorder import RecordFile
 
 log = logging.getLogger("ddbench")
 INDEX_TIMEOUT_S = 30
 STATS_WAIT_S = 10.0  # workers report stats every 3 s; the master waits for the last report
+# Locust's CSV writer rewrites its files every interval (1 s by default) and writes nothing more on
+# quit, so a cell waits one interval after its last request for complete CSVs: at 1 s that was a
+# third of a short cell. The writer reads the module's value at every turn.
+CSV_INTERVAL_S = 0.2
+locust.stats.CSV_STATS_INTERVAL_SEC = CSV_INTERVAL_S
 
 
 class Coordinator:
@@ -97,7 +102,7 @@ class Coordinator:
         deadline = time.monotonic() + STATS_WAIT_S
         while runner.stats.total.num_requests < completed and time.monotonic() < deadline:
             gevent.sleep(0.1)
-        gevent.sleep(CSV_STATS_INTERVAL_SEC * 1.5)  # Locust's CSV writer rewrites its files every interval
+        gevent.sleep(CSV_INTERVAL_S * 1.5)  # one more turn of Locust's CSV writer
         opts = self.env.parsed_options
         if opts is not None and opts.headless:
             log.info("ddbench: every user has finished its requests; quitting")

@@ -176,7 +176,7 @@ class ChatUser(FastHttpUser):
         self.sent += 1
         rid = uuid.uuid4().hex
         body = chat_body(prompt, model=s.model or "default", max_tokens=s.max_tokens, temperature=s.temperature,
-                         top_p=s.top_p, top_k=s.top_k, ignore_eos=s.ignore_eos)
+                         top_p=s.top_p, top_k=s.top_k, ignore_eos=s.ignore_eos, token_ids=s.return_token_ids)
         raw = stream_chat(self.client, body, rid, name="warmup" if warmup else "chat")
         rec = RequestRecord(
             request_id=rid, arm=s.arm, concurrency=s.concurrency or CELL.users, repetition=s.repetition,

@@ -23,6 +23,7 @@ OPTIONS: list[tuple[str, object, str]] = [
     ("top-p", 1.0, "nucleus sampling top_p"),
     ("top-k", 0, "top_k (0: not sent)"),
     ("ignore-eos", "true", "send ignore_eos so output length is controlled (true/false)"),
+    ("return-token-ids", "true", "ask for the generated token ids (return_token_ids; true/false)"),
     ("records-dir", "", "directory for requests-<worker>.jsonl (default results/adhoc/<time>/)"),
     ("warmup-requests", 0, "requests per user marked warmup and excluded from statistics"),
     ("requests-per-user", 0, "measured requests per user, then the user stops (0: no limit)"),
@@ -40,8 +41,8 @@ OPTIONS: list[tuple[str, object, str]] = [
 
 
 # shown as drop-downs in the web UI
-CHOICES = {"ignore-eos": ["true", "false"], "mode": ["closed", "open"], "arrival": ["poisson", "constant"],
-           "records-to-master": ["false", "true"]}
+CHOICES = {"ignore-eos": ["true", "false"], "return-token-ids": ["true", "false"], "mode": ["closed", "open"],
+           "arrival": ["poisson", "constant"], "records-to-master": ["false", "true"]}
 
 
 def add_options(parser) -> None:
@@ -65,6 +66,7 @@ class Settings:
     top_p: float
     top_k: int | None
     ignore_eos: bool
+    return_token_ids: bool
     records_dir: Path | None
     warmup: int
     per_user: int | None
@@ -106,6 +108,7 @@ def settings(opts) -> Settings:
         categories=[c.strip() for c in g("category").split(",") if c.strip()],
         max_tokens=g("max-tokens", int), temperature=g("temperature", float), top_p=g("top-p", float),
         top_k=g("top-k", int) or None, ignore_eos=g("ignore-eos", bool),
+        return_token_ids=g("return-token-ids", bool),
         records_dir=Path(g("records-dir")) if g("records-dir") else None,
         warmup=g("warmup-requests", int), per_user=g("requests-per-user", int) or None,
         duration_s=g("duration-s", float) or None, arm=g("arm"), concurrency=g("concurrency", int),

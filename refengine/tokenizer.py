@@ -66,6 +66,10 @@ class Tokenizer:
     def decode(self, ids: list[int]) -> str:
         return self.hf.decode(ids, skip_special_tokens=True)
 
+    def chat_ids(self, messages: list[dict]) -> list[int]:
+        """A chat request's prompt ids, rendered and encoded as the server does (analysis re-scores with it)."""
+        return self.encode(self.chat_prompt(messages))
+
     def chat_prompt(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         if self.template is None:
             raise ValueError(f"{self.source}: tokenizer_config.json has no chat_template")

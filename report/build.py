@@ -13,9 +13,10 @@ from pathlib import Path
 import yaml
 from markupsafe import Markup
 
+from analysis import stability
 from analysis.analyze import Analysis
 from ddbench.results import NOTES, write_bytes_atomic
-from report import crosscheck, figures, summary, tables
+from report import crosscheck, figures, summary, tables, triage
 from report.tex import breakable, environment, escape
 
 
@@ -74,7 +75,21 @@ def context(a: Analysis, figs: dict[str, Path]) -> dict:
         "check_counts": tables.check_counts(a.checks), "all_checks": tables.checks(a.checks),
         "profile_lines": _profile_lines(p.model_dump(mode="json")),
         "crosscheck": crosscheck.context(a), "notes": notes(a.run.path),
+        "triage": triage.context(a),
+        "headline": tables.speedups(a), "drift": tables.drift(a), "gpu_band": tables.gpu_band(a),
+        "order": tables.schedule(a), "clock_band": f"{100 * stability.CLOCK_BAND:g}",
+        "power_band": f"{100 * stability.POWER_BAND:g}", **_schedule(a),
     }
+
+
+def _schedule(a: Analysis) -> dict:
+    """How the run ordered its cells: from the manifest where it says, else from the cells' start times."""
+    rec = (a.run.manifest.model_extra or {}).get("schedule") or {}
+    mode = rec.get("mode") or "arm-major"
+    why = rec.get("why") or "the run predates the schedule record; its cells ran arm by arm"
+    ups = rec.get("bring_ups")
+    return {"schedule_mode": mode, "schedule_why": why,
+            "schedule_note": f"{ups} server start(s)" if ups is not None else "order below from the cells' start times"}
 
 
 def notes(run_path: Path) -> list[str]:

@@ -18,6 +18,12 @@ from report.tex import breakable, ci, escape, missing, num, with_ci
 NAMES = {"sglang": "SGLang", "refengine": "reference engine"}
 
 
+
+def _arm(r: dict) -> str:
+    """The arm's id in A, and in B where B calls the same arm otherwise (arms pair by what they are)."""
+    other = r.get("arm_other")
+    return escape(r["arm"]) if not isinstance(other, str) or other == r["arm"] else escape(f"{r['arm']} = {other}")
+
 def title(x: CrossCheck) -> str:
     kinds = list(x.sides["backend"])
     if kinds[0] != kinds[1]:
@@ -54,7 +60,7 @@ def tau_table(x: CrossCheck) -> Markup:
             gap += f" [{band}]"
         if r["tau_within_tolerance"] is False:
             gap = rf"\textbf{{{gap}}}"
-        rows.append([escape(r["arm"]), with_ci(r["tau_this"], r["tau_this_lo"], r["tau_this_hi"], 2),
+        rows.append([_arm(r), with_ci(r["tau_this"], r["tau_this_lo"], r["tau_this_hi"], 2),
                      with_ci(r["tau_other"], r["tau_other_lo"], r["tau_other_hi"], 2), Markup(gap),
                      escape(_text(r.get("tau_basis"), "--")),
                      num(r["tau_server_this"], 2), num(r["tau_server_other"], 2),
@@ -68,7 +74,7 @@ def tau_table(x: CrossCheck) -> Markup:
 def agreement_table(x: CrossCheck) -> Markup:
     rows = []
     for r in x.arms.to_dict("records"):
-        rows.append([escape(r["arm"]), _int(r["pairs"]), _int(r["identical"]),
+        rows.append([_arm(r), _int(r["pairs"]), _int(r["identical"]),
                      num(100 * _float(r["agreement_rate"]), 1), num(r["prefix_chars_mean"], 1),
                      num(100 * _float(r["prefix_fraction_mean"]), 1),
                      num(r["prefix_tokens_mean"], 1), f"{_int(r['unpaired_this'])} / {_int(r['unpaired_other'])}",
@@ -80,7 +86,7 @@ def agreement_table(x: CrossCheck) -> Markup:
 
 
 def throughput_table(x: CrossCheck) -> Markup:
-    rows = [[escape(r["arm"]), str(r["concurrency"]), num(r["throughput_this"], 1), num(r["throughput_other"], 1),
+    rows = [[_arm(r), str(r["concurrency"]), num(r["throughput_this"], 1), num(r["throughput_other"], 1),
              with_ci(r["ratio"], r["ratio_lo"], r["ratio_hi"], 3),
              with_ci(r["tpot_ratio"], r["tpot_ratio_lo"], r["tpot_ratio_hi"], 3) if r["concurrency"] == 1 else "--",
              f"{r['reps_this']} / {r['reps_other']}"]

@@ -175,8 +175,13 @@ def _ticks(ax, s: pd.DataFrame) -> None:
         ax.minorticks_off()
 
 
+def triage(a: Analysis, path: Path) -> Path:
+    from report.triage import figure  # the divergence triage draws its own (report/triage.py)
+    return figure(a, path)
+
+
 ALL = {"throughput": throughput, "latency": latency, "acceptance": acceptance, "categories": categories,
-       "pareto": pareto, "telemetry": telemetry}
+       "pareto": pareto, "telemetry": telemetry, "triage": triage}
 
 
 def draw_all(a: Analysis, out: Path) -> dict[str, Path]:

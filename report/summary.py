@@ -14,6 +14,38 @@ def _x(value, lo, hi, digits: int = 2) -> str:
     return f"{num(value, digits)}$\\times$" + (f" (95\\% CI {band})" if band else " (no interval)")
 
 
+def verdict_words(r) -> str:
+    """What a ratio's interval supports, in words; 'within noise' carries the n that would resolve it."""
+    if r.verdict == "faster":
+        return "faster at 95\\% confidence"
+    if r.verdict == "slower":
+        return "slower at 95\\% confidence"
+    if r.verdict != "within noise":
+        return "no interval (fewer than two repetition pairs)"
+    n = r.n_to_resolve
+    need = (f"; about {int(n)} pairs would resolve an effect this size" if n == n and n is not None and n > r.pairs
+            else "; the effect is too small for 1000 pairs to resolve" if n != n or n is None else "")
+    return f"within noise (minimum detectable effect {num(100 * r.mde, 1)}\\% at this n{need})"
+
+
+def _factor(lo, hi, above: str, below: str, same: str) -> str:
+    return above if lo > 1 else below if hi < 1 else f"{same} (within noise)"
+
+
+def _stability(a: Analysis) -> list[str]:
+    out = []
+    if len(a.drift) and a.drift.iloc[0]["rate_lo"] == a.drift.iloc[0]["rate_lo"]:
+        d = a.drift.iloc[0]
+        worst = a.speedups["drift_bias"].max() if "drift_bias" in a.speedups else float("nan")
+        out.append(f"Host drift over the run: {num(d['rate_per_10min'], 2)}\\% per 10 minutes "
+                   f"(95\\% CI {ci(d['rate_lo'], d['rate_hi'], 2)}), from {int(d['cells'])} repeated cells; with the "
+                   f"cells in the order they ran, it could move a compared ratio by at most {num(100 * worst, 2)}\\%.")
+    flagged = a.gpu_band[a.gpu_band["outside"].astype(bool)] if len(a.gpu_band) else a.gpu_band
+    if len(flagged):
+        out.append(f"{len(flagged)} cell(s) left the run's GPU clock or power band (Section~\\ref{{sec:trust}}).")
+    return out
+
+
 def sentences(a: Analysis) -> list[Markup]:
     out = []
     failed = a.cells[a.cells["status"] != "ok"]
@@ -23,37 +55,40 @@ def sentences(a: Analysis) -> list[Markup]:
         out.append(f"\\textbf{{{len(failed)} of {len(a.cells)} cells failed}} and are left out of every "
                    f"comparison: {what}.")
     s = a.summary
+    sp = a.speedups
     for c in sorted(s["concurrency"].unique()) if len(s) else []:
-        d = s[s["concurrency"] == c].sort_values("pooled_throughput", ascending=False)
+        d = s[s["concurrency"] == c].sort_values("throughput", ascending=False)
         best = d.iloc[0]
-        line = (f"At C={c} the fastest arm is {escape(best['arm'])} with {num(best['pooled_throughput'], 1)} output "
-                f"tok/s (pooled over {best['reps']} repetition{'s' if best['reps'] != 1 else ''})")
-        sp = a.speedups
+        line = (f"At C={c} the fastest arm is {escape(best['arm'])} with {num(best['throughput'], 1)} output "
+                f"tok/s (geometric mean of {best['reps']} repetition{'s' if best['reps'] != 1 else ''})")
         parts = []
         if len(sp):
             for r in sp[(sp["arm"] == best["arm"]) & (sp["concurrency"] == c)].itertuples():
                 parts.append(f"{_x(r.speedup, r.speedup_lo, r.speedup_hi)} the throughput of {escape(r.baseline)}")
         out.append(line + (": it delivers " + " and ".join(parts) if parts else "") + ".")
-    sp = a.speedups
+    trees = [x.id for x in a.run.profile.arms if x.kind == "tree"]
     if len(sp):
-        for r in sp[(sp["baseline_kind"] == "linear") & sp["arm"].isin(
-                [x.id for x in a.run.profile.arms if x.kind == "tree"])].itertuples():
-            verdict = ("faster than" if r.speedup_lo > 1 else "slower than" if r.speedup_hi < 1
-                       else "not distinguishable from")
+        for r in sp[sp["baseline_kind"].isin(["linear", "chain"]) & sp["arm"].isin(trees)].itertuples():
             out.append(f"{escape(r.arm)} delivers {_x(r.speedup, r.speedup_lo, r.speedup_hi)} the throughput of "
-                       f"{escape(r.baseline)} at C={r.concurrency}: {verdict} it at 95\\% confidence.")
+                       f"{escape(r.baseline)} at C={r.concurrency}, over {r.pairs} repetition pairs: "
+                       f"{verdict_words(r)}.")
     for r in a.decomposition.itertuples():
-        out.append(f"{escape(r.tree)} over {escape(r.chain)} at C={r.concurrency}: throughput ratio "
-                   f"{num(r.throughput_ratio, 3)} = $\\tau$ ratio {num(r.tau_ratio, 3)} "
-                   f"(95\\% CI {ci(r.tau_ratio_lo, r.tau_ratio_hi, 3) or 'none'}) $\\times$ step-time ratio "
-                   f"{num(r.step_time_ratio, 3)}: the tree accepts "
-                   f"{'more' if r.tau_ratio > 1 else 'less'} per step and costs "
-                   f"{'more' if r.step_time_ratio < 1 else 'less'} per step.")
+        if r.reference_kind == "linear" and r.arm not in trees:
+            continue
+        tau = ci(r.tau_ratio_lo, r.tau_ratio_hi, 3) or "none"
+        step = ci(r.step_time_ratio_lo, r.step_time_ratio_hi, 3) or "none"
+        accepts = _factor(r.tau_ratio_lo, r.tau_ratio_hi, "accepts more", "accepts less", "accepts as much")
+        costs = _factor(r.step_time_ratio_lo, r.step_time_ratio_hi, "costs less", "costs more", "costs as much")
+        out.append(f"{escape(r.arm)} over {escape(r.reference)} at C={r.concurrency}: throughput ratio "
+                   f"{num(r.throughput_ratio, 3)} = $\\tau$ ratio {num(r.tau_ratio, 3)} (95\\% CI {tau}) $\\times$ "
+                   f"step-time ratio {num(r.step_time_ratio, 3)} (95\\% CI {step}): it {accepts} per step and {costs} "
+                   f"per step, at 95\\% confidence.")
+    out += _stability(a)
     spec = a.lossless[a.lossless["arm"].map(a.kinds) != "ar"] if len(a.lossless) else a.lossless
     if len(spec):
         worst = spec.sort_values("match_rate").iloc[0]
         out.append(f"Lossless check (T=0): the lowest exact-match rate against ar is "
-                   f"{num(100 * worst['match_rate'], 1)}\\% ({escape(worst['arm'])}).")
+                   f"{num(100 * worst['match_rate'], 1)}\\% ({escape(worst['arm'])})" + _triaged(a, spec) + ".")
     elif a.lossless_note:
         out.append(f"Lossless check: not applicable ({escape(a.lossless_note)}).")
     xc = crosscheck.summary_sentence(a)
@@ -63,3 +98,18 @@ def sentences(a: Analysis) -> list[Markup]:
     out.append(f"Trust checks: \\textbf{{{len(bad)} failed}} of {len(a.checks)}"
                + (" (listed first in Section~\\ref{sec:trust})." if len(bad) else "."))
     return [Markup(x) for x in out]
+
+
+def _triaged(a: Analysis, spec) -> str:
+    """How many of the speculative arms' differing outputs are numerical ties, and how many failures."""
+    t = a.triage
+    if t is None or (spec["match_rate"] == 1).all():
+        return ""
+    if t.note:
+        return f"; its divergences were not triaged ({escape(t.note)})"
+    c = t.counts[(t.counts["comparison"] == "lossless") & t.counts["arm"].isin(list(spec["arm"]))]
+    ties, bad = int(c["ties"].sum()), int(c["failures"].sum())
+    return (f"; of the {ties + bad} differing outputs, {ties} are numerical ties and "
+            + (f"\\textbf{{{bad} failures}}" if bad else "0 failures")
+            + f" (fp32 logit margin below {num(t.threshold, 2)} at the first differing token, largest "
+            + f"{num(c['largest_margin'].max(), 3)})")

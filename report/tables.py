@@ -8,7 +8,7 @@ from markupsafe import Markup
 
 from analysis import stats
 from analysis.analyze import Analysis
-from report.tex import escape, num, with_ci
+from report.tex import escape, missing, num, with_ci
 
 
 def latex(df: pd.DataFrame, align: str | None = None, long: bool = False) -> Markup:
@@ -74,28 +74,86 @@ def repetitions(a: Analysis, c: int) -> Markup:
     return latex(df, "lrrrrrr")
 
 
-def speedups(a: Analysis, c: int) -> Markup:
+def _pct(x, digits: int = 1) -> Markup:
+    return Markup("--") if missing(x) else num(100 * x, digits)
+
+
+def _verdict(r: dict) -> Markup:
+    v = r.get("verdict")
+    if v == "within noise":
+        n = r.get("n_to_resolve")
+        more = (f"; $\\approx${int(n)} pairs would resolve it" if not missing(n) and n > r["pairs"] else
+                "; beyond 1000 pairs" if missing(n) else "")
+        return Markup(f"within noise{more}")
+    return Markup(escape(v or "--"))
+
+
+def speedups(a: Analysis, c: int | None = None, kinds: tuple[str, ...] | None = None) -> Markup:
+    """Ratios from repetition pairs (geometric mean, t-interval on the log scale), the sign test, each
+    side's noise sd and the minimum detectable effect; the pooled request bootstrap as a secondary column."""
     s = a.speedups
     if s.empty:
         return latex(s)
-    s = s[(s["concurrency"] == c) & (s["arm"] != s["baseline"])]
-    rows = [[escape(r["arm"]), escape(r["baseline"]), with_ci(r["speedup"], r["speedup_lo"], r["speedup_hi"], 3),
-             with_ci(r["tpot_ratio"], r["tpot_ratio_lo"], r["tpot_ratio_hi"], 3), f"{r['reps']} / {r['baseline_reps']}"]
+    if c is not None:
+        s = s[s["concurrency"] == c]
+    if kinds is not None:
+        s = s[s["baseline_kind"].isin(kinds)]
+    rows = [[escape(r["arm"]), escape(r["baseline"]), str(r["concurrency"]),
+             with_ci(r["speedup"], r["speedup_lo"], r["speedup_hi"], 3), str(r["pairs"]),
+             num(r["sign_p"], 3), f"{_pct(r['sd_arm'])} / {_pct(r['sd_baseline'])}", _pct(r["mde"]),
+             _pct(r.get("drift_bias"), 2), _verdict(r), with_ci(r["pooled_speedup"], r["boot_lo"], r["boot_hi"], 3)]
             for r in s.to_dict("records")]
-    df = pd.DataFrame(rows, columns=_h("arm", "over", r"throughput ratio [95\% CI]",
-                                       r"TPOT ratio [95\% CI]", "reps"))
-    return latex(df, "llrrr")
+    df = pd.DataFrame(rows, columns=_h("arm", "over", "C", r"ratio [95\% CI, pairs]", "pairs", "sign $p$",
+                                       r"noise sd \%", r"MDE \%", r"drift \%", "verdict",
+                                       r"pooled [req.\ boot.]"))
+    return latex(df, "llrrrrrrrp{2.6cm}r")
 
 
 def decomposition(a: Analysis) -> Markup:
     d = a.decomposition
-    rows = [[escape(r["tree"]), escape(r["chain"]), str(r["concurrency"]), num(r["throughput_ratio"], 3),
-             with_ci(r["tau_ratio"], r.get("tau_ratio_lo"), r.get("tau_ratio_hi"), 3), num(r["step_ms_chain"], 2),
-             num(r["step_ms_tree"], 2), num(r["step_time_ratio"], 3), num(r["product"], 3)]
+    rows = [[escape(r["arm"]), escape(r["reference"]), str(r["concurrency"]), str(r["pairs"]),
+             with_ci(r["throughput_ratio"], r["throughput_ratio_lo"], r["throughput_ratio_hi"], 3),
+             with_ci(r["tau_ratio"], r["tau_ratio_lo"], r["tau_ratio_hi"], 3),
+             with_ci(r["step_time_ratio"], r["step_time_ratio_lo"], r["step_time_ratio_hi"], 3),
+             num(r["tau_arm"], 2), num(r["tau_reference"], 2), num(r["step_ms_arm"], 2), num(r["step_ms_reference"], 2)]
             for r in d.to_dict("records")]
-    df = pd.DataFrame(rows, columns=_h("tree", "chain", "C", "thr. ratio", r"$\tau$ ratio [95\% CI]",
-                                       "chain step ms", "tree step ms", "step ratio", "product"))
-    return latex(df, "llrrrrrrr")
+    df = pd.DataFrame(rows, columns=_h("arm", "over", "C", "pairs", r"throughput [95\% CI]",
+                                       r"$=\tau$ ratio [95\% CI]", r"$\times$ step ratio [95\% CI]",
+                                       r"$\tau$", r"$\tau$ ref.", "step ms", "step ms ref."))
+    return latex(df, "llrrrrrrrrr")
+
+
+def drift(a: Analysis) -> Markup:
+    d = a.drift
+    if d.empty:
+        return latex(d)
+    r = d.iloc[0].to_dict()
+    df = pd.DataFrame([[str(int(r["cells"])), str(int(r["groups"])), num(r["span_s"] / 60, 1),
+                        with_ci(r["rate_per_10min"], r["rate_lo"], r["rate_hi"], 2), num(r["over_run"], 2)]],
+                      columns=_h("cells", "(arm, C) groups", "span min", r"drift \% per 10 min [95\% CI]",
+                                 r"\% over the span"))
+    return latex(df, "rrrrr")
+
+
+def gpu_band(a: Analysis) -> Markup:
+    b = a.gpu_band
+    if b.empty:
+        return Markup(r"\emph{(no GPU samples)}")
+    out = b[b["outside"].astype(bool)]
+    if out.empty:
+        return Markup(f"All {len(b)} cells with GPU samples stayed inside the band.")
+    rows = [[escape(r["arm"]), str(r["concurrency"]), str(r["repetition"]), escape(r["outside"]),
+             num(r["sm_clock_mhz"], 0), num(r["power_w"], 0), escape(r["comparisons"] or "none")]
+            for r in out.to_dict("records")]
+    df = pd.DataFrame(rows, columns=_h("arm", "C", "rep", "outside", "SM MHz", "power W", "comparisons it touches"))
+    return latex(df, "lrrlrrp{6cm}")
+
+
+def schedule(a: Analysis) -> Markup:
+    """The order the cells ran in, from their start times, as arm@C/rep runs."""
+    c = a.cells.dropna(subset=["started_unix"]).sort_values("started_unix")
+    items = [f"{r.arm}@{r.concurrency}/{r.repetition}" for r in c.itertuples()]
+    return Markup(r", \allowbreak{}".join(escape(x) for x in items))
 
 
 def categories(a: Analysis) -> Markup:

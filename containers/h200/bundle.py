@@ -3,6 +3,8 @@
     python -m containers.h200.bundle lock LAYER     # re-resolve LAYER.in into LAYER.lock
     python -m containers.h200.bundle build LAYER    # wheels (cached) -> .h200/LAYER/ + LAYER.manifest.json
     just h200-bundle LAYER                          # the same build
+    python -m containers.h200.bundle build sglang-ddtree --fork-git DIR   # the pinned DDTree fork (fork.py)
+    DDTREE_FORK_GIT=DIR just h200-bundle sglang-ddtree                     # the same
 
 The archive goes to .h200/build/LAYER.tar.xz and its parts (each at most the layer's part size,
 so that one `run` call can carry one) to .h200/LAYER/; carry that folder. The manifest
@@ -15,12 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from containers.h200 import archive, lock
-from containers.h200.layers import LAYERS, PYTHON_VERSION, Layer, canonical, layer
+from containers.h200 import archive, fork, lock
+from containers.h200.layers import LAYERS, PYTHON_VERSION, SGLANG, Layer, canonical, layer
 from ddbench.manifest import file_sha256
 from ddbench.profile import REPO_ROOT
 
@@ -101,17 +104,17 @@ def build(lay: Layer, root: Path = BUNDLE_ROOT, manifest: Path | None = None,
     return doc
 
 
-def resplit(lay: Layer, part_size: int | tuple[int, ...], root: Path = BUNDLE_ROOT) -> dict:
+def resplit(name: str, manifest: Path, part_size: int | tuple[int, ...], root: Path = BUNDLE_ROOT) -> dict:
     """Cut the built archive again (other part sizes) and update the manifest, without rebuilding."""
-    doc = json.loads(lay.manifest.read_text())
+    doc = json.loads(manifest.read_text())
     out = root / "build" / doc["archive"]["name"]
     if not out.is_file() or file_sha256(out) != doc["archive"]["sha256"]:
-        raise archive.BundleError(f"{out} is missing or is not the manifest's archive: build {lay.name} first")
-    doc["parts"] = archive.split(out, part_size, root / lay.name)
+        raise archive.BundleError(f"{out} is missing or is not the manifest's archive: build {name} first")
+    doc["parts"] = archive.split(out, part_size, root / name)
     doc["part_size"] = part_size
-    tmp = lay.manifest.with_name(f".{lay.manifest.name}.tmp")
+    tmp = manifest.with_name(f".{manifest.name}.tmp")
     tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    tmp.replace(lay.manifest)
+    tmp.replace(manifest)
     return doc
 
 
@@ -135,18 +138,32 @@ def travelling_bytes(repo: Path = REPO_ROOT) -> int | None:
 
 def summary(doc: dict) -> str:
     a = doc["archive"]
-    wheels = sum(w["size"] for w in doc["wheels"])
-    lines = [f"{doc['layer']}: {len(doc['wheels'])} wheels ({wheels / 1e6:.1f} MB) -> {a['files']} files "
-             f"({a['unpacked_bytes'] / 1e6:.1f} MB unpacked) -> {a['name']} {a['size'] / 1e6:.2f} MB, "
-             f"sha256 {a['sha256']}"]
-    lines += [f"  part {p['name']}: {p['size'] / 1e6:.2f} MB" for p in doc["parts"]]
-    lines.append(f"  carry {doc['parts_dir']} (or one part a call); "
-                 f"manifest containers/h200/{doc['layer']}.manifest.json")
+    if doc.get("shadows"):
+        lines = [fork.summary(doc)]
+    else:
+        wheels = sum(w["size"] for w in doc["wheels"])
+        lines = [f"{doc['layer']}: {len(doc['wheels'])} wheels ({wheels / 1e6:.1f} MB) -> {a['files']} files "
+                 f"({a['unpacked_bytes'] / 1e6:.1f} MB unpacked) -> {a['name']} {a['size'] / 1e6:.2f} MB, "
+                 f"sha256 {a['sha256']}"]
+        lines += [f"  part {p['name']}: {p['size'] / 1e6:.2f} MB" for p in doc["parts"]]
+        lines.append(f"  carry {doc['parts_dir']} (or one part a call); "
+                     f"manifest containers/h200/{doc['layer']}.manifest.json")
     tree = travelling_bytes()
     if tree is not None:
         lines.append(f"  the working tree that travels with every call is {tree / 1e6:.1f} MB now: "
                      f"{(CALL_LIMIT - tree) / 1e6:.1f} MB of one call's 64 MiB are left for carried parts")
     return "\n".join(lines)
+
+
+def build_fork(fork_git: Path | None, part_size: int | tuple[int, ...] | None, root: Path = BUNDLE_ROOT) -> dict:
+    """The sglang-ddtree layer (fork.py) from a local clone of the pinned fork."""
+    fork_git = fork_git or (Path(os.environ[fork.ENV_GIT]) if os.environ.get(fork.ENV_GIT) else None)
+    if fork_git is None:
+        raise archive.BundleError(f"{fork.NAME} is built from a local git checkout or bare clone of the pinned fork: "
+                                  f"give --fork-git DIR or set {fork.ENV_GIT}=DIR")
+    [stock] = [p for p in lock.read(SGLANG.lockfile) if p.key == "sglang"]
+    wheel = lock.download([stock], root / "wheels")["sglang"]
+    return fork.build(fork_git, root, stock_wheel=wheel, part_size=part_size or fork.PART_SIZE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,24 +172,33 @@ def main(argv: list[str] | None = None) -> int:
     for verb, text in (("lock", "re-resolve LAYER.in into LAYER.lock"), ("build", "build LAYER's archive"),
                        ("split", "cut the built archive into other parts (no rebuild)")):
         p = sub.add_parser(verb, help=text)
-        p.add_argument("layer", choices=sorted(LAYERS))
+        p.add_argument("layer", choices=sorted(LAYERS) + ([fork.NAME] if verb != "lock" else []))
         if verb != "lock":
             p.add_argument("--part-size", metavar="MB[,MB...]",
                            help="largest part in MB, or each part's in turn, the last repeating "
                                 "(default: the layer's, layers.py)")
+        if verb == "build":
+            p.add_argument("--fork-git", type=Path, metavar="DIR",
+                           help=f"{fork.NAME} only: a git checkout or bare clone holding the pinned commits "
+                                f"(default ${fork.ENV_GIT})")
     a = ap.parse_args(argv)
-    lay = layer(a.layer)
     try:
+        size = None
+        if getattr(a, "part_size", None):
+            caps = tuple(int(float(x) * 1e6) for x in a.part_size.split(","))
+            size = caps[0] if len(caps) == 1 else caps
+        if a.verb == "split" and not size:
+            raise archive.BundleError("split needs --part-size")
+        if a.layer == fork.NAME:
+            print(summary(build_fork(a.fork_git, size) if a.verb == "build"
+                          else resplit(fork.NAME, fork.MANIFEST, size)))
+            return 0
+        lay = layer(a.layer)
         if a.verb == "lock":
             print(f"wrote {make_lock(lay)}")
-        elif a.verb == "split" and not a.part_size:
-            raise archive.BundleError("split needs --part-size")
         else:
-            size = None
-            if a.part_size:
-                caps = tuple(int(float(x) * 1e6) for x in a.part_size.split(","))
-                size = caps[0] if len(caps) == 1 else caps
-            print(summary(build(lay, part_size=size) if a.verb == "build" else resplit(lay, size or lay.part_size)))
+            print(summary(build(lay, part_size=size) if a.verb == "build"
+                          else resplit(lay.name, lay.manifest, size or lay.part_size)))
     except (lock.LockError, archive.BundleError) as e:
         print(f"h200 bundle: {e}", file=sys.stderr)
         return 1

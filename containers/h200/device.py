@@ -7,8 +7,16 @@ Run from the repository root. A layer's parts arrive in the folder its manifest 
 (`.h200/LAYER/`, carried by `run`); a layer too big for one call arrives over several calls,
 and the parts of earlier calls stay there while the machine is warm. `setup` unpacks a layer
 only once all its parts are present with the manifest's sha256, and only once per machine (a
-marker in the site dir records the archive's sha256). Only the export line goes to stdout, so
-`e=$(sh containers/h200/setup.sh harness) && eval "$e"` sets the environment or stops.
+marker in the site dir, .h200-bundle.json, records the archive's and parts' sha256 and, for the
+DDTree fork, its source; run manifests read these markers, ddbench.manifest.h200_bundles). Only
+the export line goes to stdout, so `e=$(sh containers/h200/setup.sh harness) && eval "$e"` sets
+the environment or stops.
+
+A layer that `shadows` another (sglang-ddtree shadows sglang) is unpacked into its own site dir,
+which goes first on PYTHONPATH: its package replaces the lower layer's whole while the lower
+layer stays untouched beside it (so dropping it from the setup line gives the stock layer back,
+and containers/h200/diagnostics.py can run both). Its manifest's `expects` (the compiled parts
+and torch it was pinned to run on) must then be what is on the path.
 """
 
 from __future__ import annotations
@@ -85,11 +93,21 @@ def write_marker(dest: Path, marker: dict) -> None:
     tmp.replace(dest / MARKER)
 
 
-def installed(doc: dict, dest: Path, overlays: list[str] = ()) -> bool:
-    """The layer is unpacked in dest, carrying no overlay other than those asked for now."""
-    marker = read_marker(dest)
-    return (marker.get("archive_sha256") == doc["archive"]["sha256"]
-            and set(marker.get("overlays", [])) <= set(overlays))
+def installed(doc: dict, dest: Path) -> bool:
+    """The layer's archive is unpacked in dest."""
+    return read_marker(dest).get("archive_sha256") == doc["archive"]["sha256"]
+
+
+def marker_for(doc: dict) -> dict:
+    """What a site dir records of the layer unpacked in it (and a run manifest copies)."""
+    out = {"layer": doc["layer"], "archive_sha256": doc["archive"]["sha256"],
+           "archive_size": doc["archive"].get("size"), "lock_sha256": doc["lock"]["sha256"],
+           "parts": [{"name": p["name"], "sha256": p["sha256"], "size": p["size"]} for p in doc["parts"]]}
+    if doc.get("shadows"):
+        out["shadows"] = doc["shadows"]
+    if doc.get("source"):
+        out["source"] = doc["source"]
+    return out
 
 
 def join(doc: dict, parts: list[Path], out: Path) -> None:
@@ -116,8 +134,7 @@ def unpack(doc: dict, parts: list[Path], dest: Path) -> None:
         join(doc, parts, joined)
         with tarfile.open(joined, "r:xz") as tar:
             tar.extractall(staging, filter="data")  # refuses absolute paths, `..` and links out
-        write_marker(staging, {"layer": doc["layer"], "archive_sha256": doc["archive"]["sha256"],
-                               "lock_sha256": doc["lock"]["sha256"], "overlays": []})
+        write_marker(staging, marker_for(doc))
         shutil.rmtree(dest, ignore_errors=True)
         staging.rename(dest)
     finally:
@@ -125,21 +142,24 @@ def unpack(doc: dict, parts: list[Path], dest: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def lay_over(doc: dict, parts: list[Path], dest: Path) -> None:
-    """Extract an overlay's files over an unpacked layer; its marker then names the overlay."""
-    joined = dest.with_name(f".{dest.name}.{doc['layer']}.tar.xz")
-    try:
-        join(doc, parts, joined)
-        with tarfile.open(joined, "r:xz") as tar:
-            tar.extractall(dest, filter="data")
-    finally:
-        joined.unlink(missing_ok=True)
-    # every file carries one fixed mtime, so a bytecode cache of a replaced module could pass for current
-    for cache in sorted(dest.rglob("__pycache__"), reverse=True):
-        shutil.rmtree(cache, ignore_errors=True)
-    marker = read_marker(dest)
-    marker["overlays"] = sorted({*marker.get("overlays", []), doc["archive"]["sha256"]})
-    write_marker(dest, marker)
+def _key(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def unexpected_versions(docs: list[dict], path: list[str]) -> list[str]:
+    """A shadowing layer's `expects` (distribution -> version) that the path does not hold."""
+    dists = {}
+    for d in md.distributions(path=path):
+        dists.setdefault(_key(d.metadata["Name"]), d)
+    out = []
+    for doc in docs:
+        for name, want in (doc.get("expects") or {}).items():
+            have = dists.get(_key(name))
+            if have is None:
+                out.append(f"{doc['layer']} was pinned to run on {name} {want}: not installed")
+            elif have.version.split("+")[0] != want:
+                out.append(f"{doc['layer']} was pinned to run on {name} {want}: found {have.version}")
+    return out
 
 
 def unmet_requirements(docs: list[dict], path: list[str]) -> list[str]:
@@ -186,48 +206,39 @@ def smoke(docs: list[dict], env: dict[str, str]) -> None:
 
 def setup(layers: list[str], strict: bool = False, manifests: Path = HERE, repo: Path = REPO) -> int:
     docs = [manifest(name, manifests) for name in layers]
-    overlays: dict[str, list[str]] = {}
-    for doc in docs:
-        if doc.get("overlay_onto"):
-            overlays.setdefault(doc["overlay_onto"], []).append(doc["archive"]["sha256"])
     missing = []
     for doc in docs:
         for below in doc.get("below", []):
             if below not in layers or layers.index(below) > layers.index(doc["layer"]):
                 raise SetupError(f"{doc['layer']} needs layer {below} before it: setup "
                                  f"{' '.join([*doc['below'], doc['layer']])}")
-        onto = doc.get("overlay_onto")
-        dest = site_dir(onto or doc["layer"])
-        if onto and doc["archive"]["sha256"] in read_marker(dest).get("overlays", []):
-            log(f"{doc['layer']}: already laid over {dest}")
-            continue
-        if not onto and installed(doc, dest, overlays.get(doc["layer"], [])):
+        dest = site_dir(doc["layer"])
+        if installed(doc, dest):
             log(f"{doc['layer']}: already unpacked in {dest}")
             continue
         good, bad = part_status(doc, repo)
         if bad:
             missing += [f"{doc['layer']}: {b}" for b in bad]
             continue
-        if onto:
-            if missing:  # the layer below is not there yet: lay this over it in a later call
-                continue
-            lay_over(doc, good, dest)
-            log(f"{doc['layer']}: laid {doc['archive']['files']} files over {dest} "
-                f"({doc.get('source', {}).get('repo', '?')}@{doc.get('source', {}).get('commit', '?')})")
-        else:
-            unpack(doc, good, dest)
-            log(f"{doc['layer']}: unpacked {doc['archive']['files']} files into {dest}")
+        unpack(doc, good, dest)
+        source = doc.get("source")
+        log(f"{doc['layer']}: unpacked {doc['archive']['files']} files into {dest}"
+            + (f" ({source.get('label') or source.get('commit')}, shadowing {doc['shadows']})"
+               if doc.get("shadows") and source else ""))
     if missing:
         for m in missing:
             log(m)
         log("not ready: carry the missing parts in the next call (those here stay while the machine is warm)")
         return EXIT_MISSING
     # upper layers first: a package carried by two layers is taken from the upper one
-    sites = [str(site_dir(d["layer"])) for d in reversed(docs) if not d.get("overlay_onto")]
+    sites = [str(site_dir(d["layer"])) for d in reversed(docs)]
     for p in unmet_requirements(docs, sites + sys.path[1:]):
         log(f"requirement: {p}")
         if strict:
             raise SetupError("unmet requirements (--strict)")
+    wrong = unexpected_versions(docs, sites + sys.path[1:])
+    if wrong:  # the pinned build would not be what runs
+        raise SetupError("; ".join(wrong))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sites + [p for p in [os.environ.get("PYTHONPATH")] if p])}
     smoke(docs, env)
     print(f"export PYTHONPATH={':'.join(sites)}${{PYTHONPATH:+:$PYTHONPATH}}")
@@ -239,13 +250,7 @@ def status(layers: list[str], manifests: Path = HERE, repo: Path = REPO) -> int:
     for name in layers:
         doc = manifest(name, manifests)
         good, bad = part_status(doc, repo)
-        onto = doc.get("overlay_onto")
-        if onto:
-            laid = doc["archive"]["sha256"] in read_marker(site_dir(onto)).get("overlays", [])
-            where = f"laid over {site_dir(onto)}" if laid else "not laid"
-        else:
-            marker = read_marker(site_dir(name))
-            where = "unpacked" if marker.get("archive_sha256") == doc["archive"]["sha256"] else "not unpacked"
+        where = "unpacked" if installed(doc, site_dir(name)) else "not unpacked"
         print(f"{name}: {len(good)} of {len(doc['parts'])} parts present, {where}")
         for b in bad:
             print(f"  {b}")

@@ -64,8 +64,7 @@ def build_app(scheduler: Scheduler, tokenizer, info: ServerInfo, sampling_cls) -
 
     def prompt_ids(req: Sampled) -> list[int]:
         if isinstance(req, ChatRequest):
-            messages = [{"role": m.role, "content": m.text()} for m in req.messages]
-            return tokenizer.encode(tokenizer.chat_prompt(messages))
+            return tokenizer.chat_ids([{"role": m.role, "content": m.text()} for m in req.messages])
         if isinstance(req.prompt, list):
             vocab = tokenizer.vocab_size
             if any(not 0 <= t < vocab for t in req.prompt):
@@ -114,14 +113,20 @@ def build_app(scheduler: Scheduler, tokenizer, info: ServerInfo, sampling_cls) -
         return {"prompt_tokens": len(job.prompt_ids), "completion_tokens": n,
                 "total_tokens": len(job.prompt_ids) + n}
 
-    def choice(chat: bool, text: str | None, finish: str | None, first: bool = False) -> dict:
+    def choice(chat: bool, text: str | None, finish: str | None, first: bool = False,
+               ids: list[int] | None = None) -> dict:
         if chat:
             delta = {"role": "assistant", "content": ""} if first else ({"content": text} if text else {})
-            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
+            out = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        else:
+            out = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
+        if ids is not None:  # return_token_ids: the ids this event adds (SGLang's choices[].token_ids)
+            out["token_ids"] = ids
+        return out
 
     async def events(job: Job, req: Sampled, detok: Detokenizer):
-        """(text delta, finish reason, error) per event; stop strings end the job early."""
+        """(text delta, token ids, finish reason, error) per event; stop strings end the job early
+        (the ids of the event that hit one are all of that step's, the text is cut at the stop)."""
         stops, text = req.stops, ""
         while True:
             event = await job.queue.get()
@@ -132,28 +137,32 @@ def build_app(scheduler: Scheduler, tokenizer, info: ServerInfo, sampling_cls) -
                     hit = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
                     if hit >= 0:
                         scheduler.cancel(job)
-                        yield delta[: len(delta) - (len(text) - hit)], "stop", None
+                        yield delta[: len(delta) - (len(text) - hit)], list(event[1]), "stop", None
                         return
-                yield delta, None, None
+                yield delta, list(event[1]), None, None
             else:
                 _, reason, error = event
-                yield detok.flush(), reason, error
+                yield detok.flush(), [], reason, error
                 return
 
     async def stream(job: Job, req: Sampled, chat: bool):
-        finished = False
+        finished, pending = False, []   # ids whose text the detokenizer still holds back
         try:
             if chat:
                 yield _sse({**base(job, chat), "choices": [choice(chat, None, None, first=True)]})
-            async for delta, reason, error in events(job, req, Detokenizer(tokenizer)):
+            async for delta, ids, reason, error in events(job, req, Detokenizer(tokenizer)):
+                pending += ids
                 if delta:
-                    yield _sse({**base(job, chat), "choices": [choice(chat, delta, None)]})
+                    yield _sse({**base(job, chat), "choices": [
+                        choice(chat, delta, None, ids=pending if req.return_token_ids else None)]})
+                    pending = []
                 if reason is None:
                     continue
                 finished = True
                 if error:
                     yield _sse(error_body(error, kind="server_error", code=500))
-                yield _sse({**base(job, chat), "choices": [choice(chat, None, reason)]})
+                yield _sse({**base(job, chat), "choices": [
+                    choice(chat, None, reason, ids=pending if req.return_token_ids and pending else None)]})
                 if req.return_spec_tokens_details:
                     yield _sse({**base(job, chat), "choices": [],
                                 "sglext": {"spec_tokens_details": job.spec.details(len(job.out_ids))}})
@@ -165,10 +174,10 @@ def build_app(scheduler: Scheduler, tokenizer, info: ServerInfo, sampling_cls) -
                 scheduler.cancel(job)
 
     async def complete(job: Job, req: Sampled, chat: bool) -> Response:
-        text, reason, error = "", None, None
+        text, ids, reason, error = "", [], None, None
         try:
-            async for delta, why, err in events(job, req, Detokenizer(tokenizer)):
-                text, reason, error = text + delta, why, err
+            async for delta, new, why, err in events(job, req, Detokenizer(tokenizer)):
+                text, ids, reason, error = text + delta, ids + new, why, err
         finally:
             if reason is None:
                 scheduler.cancel(job)
@@ -178,8 +187,10 @@ def build_app(scheduler: Scheduler, tokenizer, info: ServerInfo, sampling_cls) -
         if chat:
             body["choices"] = [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
                                 "finish_reason": reason}]
+            if req.return_token_ids:
+                body["choices"][0]["token_ids"] = ids
         else:
-            body["choices"] = [choice(chat, text, reason)]
+            body["choices"] = [choice(chat, text, reason, ids=ids if req.return_token_ids else None)]
         if req.return_spec_tokens_details:
             body["sglext"] = {"spec_tokens_details": job.spec.details(len(job.out_ids))}
         return JSONResponse(body)

@@ -59,6 +59,9 @@ class Sampled(BaseModel):
     stream: StrictBool = False
     stream_options: StreamOptions | None = None
     return_spec_tokens_details: StrictBool = False
+    # the generated ids as choices[].token_ids, each event its own (SGLang's field: PR #30917 on
+    # /v1/completions, #37365 on chat streams)
+    return_token_ids: StrictBool = False
 
     @property
     def stops(self) -> list[str]:

@@ -7,7 +7,7 @@ import pytest
 
 from containers import bringup, docker_runtime
 from containers.ready import BringUpError
-from containers.sweep import run_arms
+from containers.sweep import run_sweep
 from loadtests.cell import run_cell
 
 
@@ -86,7 +86,7 @@ def test_a_container_killed_mid_cell_fails_that_arm_and_the_sweep_goes_on(tmp_pa
 
     killer = threading.Thread(target=kill_first_arm, daemon=True)
     killer.start()
-    results = run_arms(profile, run, run_cell, command=slow, timeout_s=60, telemetry_interval_s=0.5)
+    results = run_sweep(profile, run, run_cell, command=slow, timeout_s=60, telemetry_interval_s=0.5)
     killer.join(timeout=5)
     assert "at" in killed, "the first arm's cell never started sending requests"
     first, second = results["ar"]

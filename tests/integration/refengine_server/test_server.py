@@ -93,6 +93,21 @@ def test_non_streaming_matches_streaming(arm_server):
     assert r["sglext"]["spec_tokens_details"]["spec_verify_ct"] >= 1
 
 
+def test_token_ids_are_the_generated_ids(arm_server, pair_dir):
+    # return_token_ids: each streamed choice carries the ids it adds; together they are the output,
+    # the same as the non-streamed choice's, and they decode to the text
+    from refengine.tokenizer import Tokenizer
+    _, srv = arm_server
+    body = chat(return_token_ids=True, stream_options={"include_usage": True})
+    events = [e for e in stream_events(srv.url, body)[:-1] if e["choices"]]
+    ids = [i for e in events for i in e["choices"][0].get("token_ids", [])]
+    text = "".join(e["choices"][0]["delta"].get("content", "") for e in events)
+    r = httpx.post(srv.url + "/v1/chat/completions", json=body, timeout=60).json()
+    assert len(ids) == 24 and r["choices"][0]["token_ids"] == ids
+    assert Tokenizer.from_pretrained(pair_dir / "target").decode(ids) == text
+    assert all("token_ids" not in e["choices"][0] for e in stream_events(srv.url, chat())[:-1] if e["choices"])
+
+
 AR_TEXTS: dict[str, list[str]] = {}  # filled by the ar server, which runs first (ARMS order)
 
 

@@ -74,7 +74,7 @@ def test_clean_synthetic_run(synth_analysis):
 def test_hand_run_checks(hand_run):
     a = analyze(hand_run, bootstrap=50)
     assert status_of(a, "errors <= 1%", "ar C=1 rep 1") == {"fail"}          # 1 of 3
-    assert status_of(a, "minimum requests", "ar C=1 rep 1") == {"fail"}      # 2 < 20
+    assert status_of(a, "minimum requests", "ar C=1") == {"fail"}            # 2 < 20
     assert status_of(a, "spec histograms sum to verify steps", "tree-b4-k2") == {"pass"}
     assert status_of(a, "commit = depth + 1 (requests)", "tree-b4-k2") == {"pass"}
     assert status_of(a, "GPU clocks and temperature stable") == {"n/a"}

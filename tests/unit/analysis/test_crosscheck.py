@@ -108,16 +108,32 @@ def test_missing_arm_is_noted_not_compared(tmp_path, target):
     shutil.rmtree(other / "tree-b4-k2")
     x = analyze(this, bootstrap=20).crosscheck
     assert list(x.arms["arm"]) == ["ar"] and list(x.throughput["arm"]) == ["ar"]
-    assert "arm(s) only in this run, not compared: tree-b4-k2" in x.notes
+    assert ("arm(s) only in this run, nothing of the same kind, block, budget, top-k and CUDA graphs in the other, "
+            "not compared: tree-b4-k2") in x.notes
 
 
-def test_arm_of_another_shape_is_refused(tmp_path, target):
+def test_arm_of_another_shape_is_not_paired_even_under_the_same_id(tmp_path, target):
     arms = [{"id": "ar", "kind": "ar"}, {"id": "tree-b4-k2", "kind": "tree", "block_size": 4, "budget": 4, "topk": 3}]
     this, _ = _pair(tmp_path, target, other_prof=profile(models={"target": target, "drafter": "d"}, arms=arms))
     x = analyze(this, bootstrap=20).crosscheck
+    assert list(x.arms["arm"]) == ["ar"] and list(x.throughput["arm"]) == ["ar"]
+    assert any("only in this run" in n and n.endswith("tree-b4-k2") for n in x.notes)
+    assert any("only in the other run" in n and n.endswith("tree-b4-k2") for n in x.notes)
+
+
+def test_arms_are_paired_by_what_they_are_not_by_id(tmp_path, target):
+    arms = [{"id": "ar", "kind": "ar"}, {"id": "ddtree-4", "kind": "tree", "block_size": 4, "budget": 4, "topk": 2}]
+    other = profile(models={"target": target, "drafter": "d"}, arms=arms)
+    this, other_dir = _pair(tmp_path, target, other_prof=other)
+    (other_dir / "tree-b4-k2").rename(other_dir / "ddtree-4")
+    for f in (other_dir / "ddtree-4").rglob("requests-*.jsonl"):
+        f.write_text(f.read_text().replace('"arm": "tree-b4-k2"', '"arm": "ddtree-4"')
+                     .replace('"arm":"tree-b4-k2"', '"arm":"ddtree-4"'))
+    for f in (other_dir / "ddtree-4").rglob("status.json"):
+        f.write_text(f.read_text().replace("tree-b4-k2", "ddtree-4"))
+    x = analyze(this, bootstrap=20).crosscheck
     tree = x.arms.set_index("arm").loc["tree-b4-k2"]
-    assert tree["tau_this"] != tree["tau_this"] and "(kind, block, budget, top-k)" in tree["note"]
-    assert list(x.throughput["arm"]) == ["ar"]
+    assert tree["arm_other"] == "ddtree-4" and tree["tau_other"] == tree["tau_other"]
 
 
 def test_different_drafter_is_refused_naming_it(tmp_path, target):

@@ -21,18 +21,6 @@ def test_percentile_value_and_suppression():
     assert stats.percentile(np.arange(100.0), 0.9) == pytest.approx(89.1)
 
 
-def test_t_interval_golden():
-    mean, lo, hi = stats.t_interval([1.0, 2.0, 3.0])
-    half = 4.302652729911275 * 1.0 / math.sqrt(3)   # t(0.975, 2) · s / √n
-    assert mean == 2.0
-    assert lo == pytest.approx(2 - half) and hi == pytest.approx(2 + half)
-
-
-def test_t_interval_needs_two_repetitions():
-    mean, lo, hi = stats.t_interval([5.0])
-    assert mean == 5.0 and math.isnan(lo) and math.isnan(hi)
-
-
 def test_bootstrap_sums_draw_n_rows_per_replicate():
     x = np.column_stack([np.ones(37), np.arange(37.0)])
     s = stats.bootstrap_sums(x, 250, np.random.default_rng(1))
@@ -65,8 +53,85 @@ def test_bootstrap_ratio_of_sums_interval_covers_about_95_percent():
     assert 0.90 <= hits / trials <= 0.99
 
 
-def test_t_interval_coverage_over_three_repetitions():
+def test_log_t_interval_golden():
+    mean, lo, hi = stats.log_t_interval([1.0, math.e, math.e ** 2])
+    half = 4.302652729911275 * 1.0 / math.sqrt(3)   # t(0.975, 2) · sd(log x) / √n, on logs 0, 1, 2
+    assert mean == pytest.approx(math.e)
+    assert lo == pytest.approx(math.exp(1 - half)) and hi == pytest.approx(math.exp(1 + half))
+
+
+def test_log_t_interval_needs_two_repetitions():
+    mean, lo, hi = stats.log_t_interval([5.0])
+    assert mean == pytest.approx(5.0) and math.isnan(lo) and math.isnan(hi)
+
+
+def test_log_t_interval_coverage_over_three_repetitions():
     rng = np.random.default_rng(11)
     trials = 3000
-    hits = sum(lo <= 10 <= hi for _, lo, hi in (stats.t_interval(rng.normal(10, 3, size=3)) for _ in range(trials)))
+    hits = sum(lo <= 10 <= hi for _, lo, hi in
+               (stats.log_t_interval(10 * np.exp(rng.normal(0, 0.2, size=3))) for _ in range(trials)))
     assert 0.93 <= hits / trials <= 0.97
+
+
+# the domain rule: h200-tiny printed a TTFT mean of 27.0 ms with a raw t-interval of -10.2 to 64.3 ms
+@pytest.mark.parametrize("values", [[0.005, 0.012, 0.064], [0.001, 0.090, 0.0005], [3.0, 3.0, 300.0]])
+def test_no_interval_leaves_the_positive_axis(values):
+    mean, lo, hi = stats.log_t_interval(values)
+    assert 0 < lo < mean < hi
+
+
+@pytest.mark.parametrize("n", [2, 3, 6])
+def test_tau_interval_stays_at_or_above_one(n):
+    rng = np.random.default_rng(n)
+    taus = 1 + rng.exponential(0.05, size=n)      # near 1, widely spread: a raw t-interval crosses 1
+    mean, lo, hi = stats.log_t_interval(taus, floor=1.0)
+    assert 1 < lo < mean < hi
+
+
+@pytest.mark.parametrize("n", [2, 3, 6])
+def test_paired_ratio_with_n_repetitions(n):
+    # arm y drifts (its repetitions spread ±10%), arm x is y × 1.05 in every pair: pairing removes the spread
+    y = 100 * np.exp(np.linspace(-0.1, 0.1, n))
+    x = 1.05 * y * np.exp(np.resize([0.01, -0.01], n))
+    r = stats.paired_log_ratio(x, y)
+    assert r["pairs"] == n
+    assert r["ratio"] == pytest.approx(1.05 * math.exp(np.resize([0.01, -0.01], n).mean()))
+    assert 0 < r["ratio_lo"] < r["ratio"] < r["ratio_hi"]
+    d = np.log(x / y)
+    half = stats.sps.t.ppf(0.975, n - 1) * d.std(ddof=1) / math.sqrt(n)
+    assert r["ratio_lo"] == pytest.approx(math.exp(d.mean() - half))
+    assert r["sd_y"] == pytest.approx(np.log(y).std(ddof=1))      # each side's noise: its repetitions' spread
+    assert r["sd_pair"] == pytest.approx(d.std(ddof=1))
+    assert r["sd_pair"] < r["sd_y"]
+    assert r["wins"] == n
+    assert r["mde"] == pytest.approx(math.exp(stats.mde(d.std(ddof=1), n)) - 1)
+
+
+def test_unpaired_ratio_ignores_order():
+    x, y = [105, 110, 100], [100, 95, 102, 98]
+    r = stats.unpaired_log_ratio(x, y)
+    assert r["pairs"] == 0 and math.isnan(r["sign_p"])
+    assert r["ratio"] == pytest.approx(math.exp(np.log(x).mean() - np.log(y).mean()))
+    assert 0 < r["ratio_lo"] < r["ratio"] < r["ratio_hi"]
+    again = stats.unpaired_log_ratio(x[::-1], y[::-1])
+    assert [again[k] for k in ("ratio", "ratio_lo", "ratio_hi")] == pytest.approx([r[k] for k in ("ratio", "ratio_lo",
+                                                                                               "ratio_hi")])
+
+
+@pytest.mark.parametrize("diffs", [[1, 1, 1, 1, 1, 1], [1, -1, 1, 1, -1, 1, 1], [-2, -1, -3], [1, 0, -1, 1],
+                                   list(np.random.default_rng(3).normal(0.2, 1, size=25))])
+def test_sign_test_against_scipy(diffs):
+    d = np.asarray(diffs, dtype=float)
+    d = d[d != 0]
+    want = stats.sps.binomtest(int((d > 0).sum()), len(d), 0.5, alternative="two-sided").pvalue
+    assert stats.sign_test(diffs) == pytest.approx(want, rel=1e-12)
+
+
+def test_mde_and_n_to_resolve():
+    # (t(0.975, 5) + t(0.8, 5)) · 0.03 / √6
+    want = (stats.sps.t.ppf(0.975, 5) + stats.sps.t.ppf(0.8, 5)) * 0.03 / math.sqrt(6)
+    assert stats.mde(0.03, 6) == pytest.approx(want)
+    n = stats.n_to_resolve(0.02, 0.03)
+    assert stats.mde(0.03, n) <= 0.02 < stats.mde(0.03, n - 1)
+    assert stats.n_to_resolve(0.0, 0.03) is None
+    assert stats.n_to_resolve(1e-6, 0.5) is None            # past MAX_N

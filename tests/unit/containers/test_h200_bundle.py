@@ -373,71 +373,7 @@ def test_tar_member_bytes_survive(tmp_path):
         assert tar.extractfile("x/y.bin").read() == data
 
 
-# ---------------------------------------------------------------- the DDTree overlay
-
-
-def test_overlay_pin_is_the_dockerfiles():
-    from containers.h200 import overlay
-
-    repo, commit = overlay.pinned()
-    assert repo.endswith("sglang.git") and overlay.check_commit(commit) == commit
-    with pytest.raises(SystemExit, match="40 hex"):
-        overlay.check_commit("93e9850")
-
-
-def test_overlay_takes_only_what_differs_from_the_wheel(tmp_path):
-    from containers.h200 import overlay
-
-    src = tmp_path / "checkout" / "python" / "sglang"
-    for rel, data in {"srt/speculative/ddtree_worker.py": b"new", "srt/server_args.py": b"changed",
-                      "srt/same.py": b"same", "multimodal_gen/x.py": b"trimmed",
-                      "srt/__pycache__/x.pyc": b"cache"}.items():
-        (src / rel).parent.mkdir(parents=True, exist_ok=True)
-        (src / rel).write_bytes(data)
-    base = {"sglang/srt/server_args.py": b"old", "sglang/srt/same.py": b"same", "sglang/srt/only_wheel.py": b""}
-    entries, counts = overlay.overlay_entries(tmp_path / "checkout", base)
-    assert [e.path for e in entries] == ["sglang/srt/server_args.py", "sglang/srt/speculative/ddtree_worker.py"]
-    assert counts == {"replaced": 1, "added": 1, "unchanged": 1, "trimmed": 1}
-
-
-def overlay_doc(tmp_path, files: dict[str, bytes], name="ovl"):
-    """An overlay layer's archive, parts and manifest over the toy layer."""
-    root = tmp_path / "repo" / ".h200"
-    out = root / "build" / f"{name}.tar.xz"
-    archive.write_tar_xz([entry(p, d) for p, d in files.items()], out)
-    parts = archive.split(out, 10_000, root / name)
-    doc = {"layer": name, "overlay_onto": "toy", "below": ["toy"], "wheels": [], "lock": {"sha256": None},
-           "archive": {"sha256": sha256(out), "files": len(files)}, "parts": parts,
-           "parts_dir": f".h200/{name}", "source": {"repo": "r", "commit": "c" * 40}}
-    (tmp_path / "manifests" / f"{name}.manifest.json").write_text(json.dumps(doc))
-    return doc
-
-
-def test_device_lays_an_overlay_and_undoes_it_when_not_asked_for(toy, capsys):
-    lay, tmp_path = toy
-    build_toy(lay, tmp_path)
-    overlay_doc(tmp_path, {"toyb/__init__.py": b"VALUE = 7\n", "toyb/extra.py": b""})
-    site = tmp_path / "sites" / "site-toy"
-    rc, out, err = run_setup(tmp_path, capsys, "toy", "ovl")
-    assert rc == 0, err
-    assert out == f"export PYTHONPATH={site}${{PYTHONPATH:+:$PYTHONPATH}}\n"  # an overlay adds no path
-    assert (site / "toyb" / "__init__.py").read_text() == "VALUE = 7\n"
-    assert (site / "toya" / "__init__.py").is_file()  # files only the layer has stay
-    assert "laid 2 files over" in err
-    rc, _, err = run_setup(tmp_path, capsys, "toy", "ovl")
-    assert rc == 0 and "ovl: already laid over" in err and "toy: already unpacked" in err
-    rc, _, err = run_setup(tmp_path, capsys, "toy")  # a run without the overlay gets the plain layer back
-    assert rc == 0 and "toy: unpacked" in err
-    assert (site / "toyb" / "__init__.py").read_text() == "VALUE = 42\n" and not (site / "toyb" / "extra.py").exists()
-
-
-def test_device_overlay_waits_for_its_layer(toy, capsys):
-    lay, tmp_path = toy
-    doc = build_toy(lay, tmp_path)
-    overlay_doc(tmp_path, {"toyb/__init__.py": b"VALUE = 7\n"})
-    (tmp_path / "repo" / ".h200" / "toy" / doc["parts"][-1]["name"]).unlink()
-    rc, out, err = run_setup(tmp_path, capsys, "toy", "ovl")
-    assert rc == device.EXIT_MISSING and out == "" and not (tmp_path / "sites" / "site-toy").exists()
+# ---------------------------------------------------------------- requirements
 
 
 def test_unmet_requirements_skip_wheels_taken_alone(tmp_path):

@@ -1,0 +1,122 @@
+"""Whether the host held still: drift over the run from its repeated cells, and GPU state per cell.
+
+Drift. Every (arm, C) repeats through the run, so each is its own control: the log of a cell's
+throughput, less its (arm, C)'s mean, regressed on the cell's time, less its (arm, C)'s mean
+time, gives one drift rate for the run (log units per second) with a t-interval. A linear drift
+d adds d × Δt to the log of a ratio whose paired cells ran Δt apart on average: interleaved
+cells (Δt ≈ 0, order alternated) cancel it; arm-major cells (Δt = an arm's whole span) do not.
+The drift check fails when what drift could add to any compared ratio (its interval's far end
+× that ratio's Δt) reaches the smallest effect the report claims.
+
+GPU state. A cell whose median SM clock leaves the run's own band (the median over cells
+± CLOCK_BAND), or whose mean power leaves its (arm, C)'s band (the median over repetitions
+± POWER_BAND: power follows the work, so only like cells compare), is flagged, with the
+comparisons that use it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from analysis.stats import LEVEL
+
+CLOCK_BAND = 0.05
+POWER_BAND = 0.15
+DRIFT_COLUMNS = ["cells", "groups", "span_s", "rate_per_10min", "rate_lo", "rate_hi", "over_run", "df"]
+BAND_COLUMNS = ["arm", "concurrency", "repetition", "sm_clock_mhz", "clock_band_lo", "clock_band_hi", "power_w",
+                "power_band_lo", "power_band_hi", "outside", "comparisons"]
+
+
+def drift(cells: pd.DataFrame, level: float = LEVEL) -> dict:
+    """The run's drift rate of log throughput per second, with its interval (nan where not estimable)."""
+    ok = cells[(cells["status"] == "ok") & cells["throughput"].gt(0)].dropna(subset=["started_unix", "ended_unix"])
+    out = {"cells": len(ok), "groups": 0, "span_s": float("nan"), "slope": float("nan"), "slope_lo": float("nan"),
+           "slope_hi": float("nan"), "df": 0}
+    if ok.empty:
+        return out
+    t = (ok["started_unix"].astype(float) + ok["ended_unix"].astype(float)) / 2
+    y = np.log(ok["throughput"].astype(float))
+    g = ok["arm"].astype(str) + "@" + ok["concurrency"].astype(str)
+    tc = t - t.groupby(g).transform("mean")
+    yc = y - y.groupby(g).transform("mean")
+    sxx = float((tc ** 2).sum())
+    df = len(ok) - g.nunique() - 1
+    out.update(groups=int(g.nunique()), span_s=float(t.max() - t.min()), df=int(max(df, 0)))
+    if sxx <= 0 or df < 1:
+        return out
+    slope = float((tc * yc).sum() / sxx)
+    se = float(np.sqrt(((yc - slope * tc) ** 2).sum() / df / sxx))
+    half = float(sps.t.ppf(0.5 + level / 2, df) * se)
+    out.update(slope=slope, slope_lo=slope - half, slope_hi=slope + half)
+    return out
+
+
+def drift_table(d: dict) -> pd.DataFrame:
+    """The drift rate as % per 10 minutes, and what it amounts to over the run's span."""
+    pct = lambda s: 100 * (np.exp(600 * s) - 1)  # noqa: E731
+    return pd.DataFrame([{"cells": d["cells"], "groups": d["groups"], "span_s": d["span_s"],
+                          "rate_per_10min": pct(d["slope"]), "rate_lo": pct(d["slope_lo"]),
+                          "rate_hi": pct(d["slope_hi"]), "over_run": 100 * (np.exp(d["slope"] * d["span_s"]) - 1),
+                          "df": d["df"]}], columns=DRIFT_COLUMNS)
+
+
+def drift_bias(d: dict, dt_s: float) -> float:
+    """The most a drift inside its interval adds to a log ratio whose cells ran dt_s apart on average."""
+    if not (np.isfinite(d["slope_lo"]) and np.isfinite(dt_s)):
+        return float("nan")
+    return max(abs(d["slope_lo"]), abs(d["slope_hi"])) * abs(dt_s)
+
+
+def with_drift(speedups: pd.DataFrame, d: dict) -> pd.DataFrame:
+    """Each ratio's drift bias (as a ratio's distance from 1) beside its effect."""
+    s = speedups.copy()
+    if s.empty:
+        return s
+    s["drift_bias"] = [np.exp(drift_bias(d, dt)) - 1 if np.isfinite(drift_bias(d, dt)) else np.nan
+                       for dt in s["dt_mean_s"]]
+    return s
+
+
+def _median(x: pd.Series) -> float:
+    x = pd.to_numeric(x, errors="coerce").dropna()
+    return float(x.median()) if len(x) else float("nan")
+
+
+def gpu_band(telemetry: pd.DataFrame, cells: pd.DataFrame, speedups: pd.DataFrame) -> pd.DataFrame:
+    """Per ok cell with GPU samples: its median SM clock and mean power against the run's bands."""
+    if telemetry.empty or "source" not in telemetry or not (telemetry["source"] == "gpu").any():
+        return pd.DataFrame(columns=BAND_COLUMNS)
+    g = telemetry[telemetry["source"] == "gpu"]
+    ok = cells[cells["status"] == "ok"][["arm", "concurrency", "repetition"]]
+    per = []
+    for r in ok.itertuples():
+        m = g[(g["arm"] == r.arm) & (g["concurrency"] == r.concurrency) & (g["repetition"] == r.repetition)]
+        if m.empty:
+            continue
+        power = pd.to_numeric(m.get("power_w"), errors="coerce").dropna() if "power_w" in m else pd.Series(dtype=float)
+        per.append({"arm": r.arm, "concurrency": int(r.concurrency), "repetition": int(r.repetition),
+                    "sm_clock_mhz": _median(m["sm_clock_mhz"]) if "sm_clock_mhz" in m else float("nan"),
+                    "power_w": float(power.mean()) if len(power) else float("nan")})
+    if not per:
+        return pd.DataFrame(columns=BAND_COLUMNS)
+    df = pd.DataFrame(per)
+    clock = _median(df["sm_clock_mhz"])
+    df["clock_band_lo"], df["clock_band_hi"] = clock * (1 - CLOCK_BAND), clock * (1 + CLOCK_BAND)
+    power = df.groupby(["arm", "concurrency"])["power_w"].transform("median")
+    df["power_band_lo"], df["power_band_hi"] = power * (1 - POWER_BAND), power * (1 + POWER_BAND)
+    out_clock = (df["sm_clock_mhz"] < df["clock_band_lo"]) | (df["sm_clock_mhz"] > df["clock_band_hi"])
+    out_power = (df["power_w"] < df["power_band_lo"]) | (df["power_w"] > df["power_band_hi"])
+    df["outside"] = [", ".join(w for w, hit in (("SM clock", a), ("power", b)) if hit)
+                     for a, b in zip(out_clock, out_power, strict=True)]
+    df["comparisons"] = [_touched(speedups, r.arm, r.concurrency) if r.outside else ""
+                         for r in df.itertuples()]
+    return df[BAND_COLUMNS]
+
+
+def _touched(speedups: pd.DataFrame, arm: str, c: int) -> str:
+    if speedups.empty:
+        return ""
+    s = speedups[(speedups["concurrency"] == c) & ((speedups["arm"] == arm) | (speedups["baseline"] == arm))]
+    return "; ".join(f"{r.arm}/{r.baseline}" for r in s.itertuples())

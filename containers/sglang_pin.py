@@ -1,0 +1,132 @@
+"""The one pin of the SGLang DDTree build (containers/sglang/pin.toml), read once, typed.
+
+    python -m containers.sglang_pin            # print it
+    python -m containers.sglang_pin --json     # as JSON (for a Dockerfile's build args, or a shell)
+
+The DDTree source (repo, full commit, the upstream commits cherry-picked onto it), the SGLang
+release whose compiled parts it runs on, and those parts' versions live only in pin.toml; the
+H200 layer `sglang-ddtree`, the launch rules, the flag table check and the run manifests read it
+from here. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tomllib
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+
+PIN_FILE = Path(__file__).resolve().parent / "sglang" / "pin.toml"
+SHA = re.compile(r"[0-9a-f]{40}")
+WHEELS = ("sglang-kernel", "flashinfer-python", "transformers", "torch")
+
+
+class PinError(ValueError):
+    """A pin file that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class CherryPick:
+    repo: str
+    commit: str
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Pin:
+    sglang: str                      # the release whose wheels carry the compiled parts
+    wheels: dict[str, str]           # sglang-kernel, flashinfer-python, transformers, torch -> version
+    repo: str                        # the DDTree fork
+    branch: str                      # informational; the commit is what ran
+    commit: str                      # full 40-hex SHA
+    cherry_picks: tuple[CherryPick, ...] = ()
+
+    @property
+    def short(self) -> str:
+        return self.commit[:8]
+
+    @property
+    def flags_table(self) -> str:
+        """Name of the flag table read from the fork's server_args.py at `commit` (containers/sglang/flags/)."""
+        return f"ddtree-fork-{self.short}"
+
+    @property
+    def label(self) -> str:
+        """One line naming the source: repo@sha8 + each cherry-pick's sha8."""
+        name = self.repo.removeprefix("https://github.com/")
+        return f"{name}@{self.short}" + "".join(f" + {c.commit[:9]}" for c in self.cherry_picks)
+
+    def record(self) -> dict:
+        """What a manifest records of the pin."""
+        out = asdict(self)
+        out["cherry_picks"] = [asdict(c) for c in self.cherry_picks]
+        return out
+
+
+def parse(text: str, source: str = str(PIN_FILE)) -> Pin:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise PinError(f"{source}: not valid TOML: {e}") from None
+
+    def need(table: dict, key: str, where: str) -> str:
+        value = table.get(key)
+        if not isinstance(value, str) or not value:
+            raise PinError(f"{source}: {where}{key}: missing or not a string")
+        return value
+
+    def sha(table: dict, key: str, where: str) -> str:
+        value = need(table, key, where)
+        if not SHA.fullmatch(value):
+            raise PinError(f"{source}: {where}{key}: a full 40-hex commit SHA, got {value!r} (a branch moves)")
+        return value
+
+    wheels = doc.get("wheels")
+    if not isinstance(wheels, dict):
+        raise PinError(f"{source}: [wheels]: missing")
+    missing = [w for w in WHEELS if not isinstance(wheels.get(w), str)]
+    if missing:
+        raise PinError(f"{source}: [wheels]: missing {', '.join(missing)}")
+    dd = doc.get("ddtree")
+    if not isinstance(dd, dict):
+        raise PinError(f"{source}: [ddtree]: missing")
+    picks = []
+    for i, cp in enumerate(dd.get("cherry_pick", [])):
+        where = f"ddtree.cherry_pick[{i}]."
+        picks.append(CherryPick(need(cp, "repo", where), sha(cp, "commit", where), str(cp.get("why", "")).strip()))
+    return Pin(sglang=need(doc, "sglang", ""), wheels={k: str(v) for k, v in wheels.items()},
+               repo=need(dd, "repo", "ddtree."), branch=need(dd, "branch", "ddtree."),
+               commit=sha(dd, "commit", "ddtree."), cherry_picks=tuple(picks))
+
+
+@cache
+def pin(path: Path = PIN_FILE) -> Pin:
+    return parse(path.read_text(), str(path))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m containers.sglang_pin", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    try:
+        p = pin()
+    except PinError as e:
+        print(f"sglang pin: {e}", file=sys.stderr)
+        return 1
+    if a.json:
+        print(json.dumps(p.record(), indent=1, sort_keys=True))
+        return 0
+    print(f"DDTree source {p.label} (branch {p.branch}, {p.commit})")
+    for c in p.cherry_picks:
+        print(f"  cherry-pick {c.repo} {c.commit}")
+    print(f"on sglang {p.sglang}: " + ", ".join(f"{k} {v}" for k, v in p.wheels.items()))
+    print(f"flag table containers/sglang/flags/{p.flags_table}.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""The order cells run in, and which servers are up while they run.
+
+A host drifts (thermal state, a neighbour's load, a CPU's boost budget). When an arm's cells
+run back to back, the drift between arms becomes an arm effect that no interval over one arm's
+repetitions can see. So cells run repetition-major, arm order reversed on alternate repetitions
+(A B C, C B A, A B C, ...): within a repetition, the cells that a ratio pairs are adjacent in
+time, and linear drift cancels over two repetitions.
+
+    interleaved     every arm's server is up for the whole sweep; within each (repetition, C)
+                    the arms' cells alternate. For servers that start in seconds and fit together.
+    per-repetition  each repetition brings each arm up in turn, runs its cells at every C and
+                    takes it down: for servers that cost a minute to start or cannot share the GPU.
+    arm-major       each arm up once, all its cells, then the next (the old order; drift between
+                    arms is then unmeasured, and the drift check says so).
+
+`auto` picks interleaved when all the servers can be up together, else per-repetition; a
+profile's `load.schedule` overrides it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from ddbench.profile import Profile
+
+Mode = Literal["auto", "interleaved", "per-repetition", "arm-major"]
+MODES = ("auto", "interleaved", "per-repetition", "arm-major")
+# SGLang servers on one GPU: what their static memory fractions may add up to, leaving room
+# for each process's CUDA context and graphs outside the fraction
+GPU_SHARE = 0.9
+
+Cell = tuple[str, int, int]  # (arm id, concurrency, repetition)
+
+
+@dataclass(frozen=True)
+class Block:
+    """Servers brought up together, then these cells in this order, then the servers go down."""
+
+    arms: tuple[str, ...]
+    cells: tuple[Cell, ...]
+
+
+def resolve(profile: Profile) -> tuple[str, str]:
+    """(mode, why): the profile's own choice, or what `auto` decides for it."""
+    asked = profile.load.schedule
+    if asked != "auto":
+        return asked, "set by the profile (load.schedule)"
+    if profile.backend.kind == "refengine":
+        return "interleaved", "reference-engine servers start in seconds and are small: all stay up"
+    frac = profile.runtime.mem_fraction_static
+    n = len(profile.arms)
+    if profile.placement.device == "cuda" and frac is not None and frac * n <= GPU_SHARE:
+        return "interleaved", (f"{n} SGLang servers x mem_fraction_static {frac:g} = {frac * n:.2f} of the GPU "
+                               f"(<= {GPU_SHARE:g}): all stay up, started once")
+    why = ("mem_fraction_static is unset (SGLang takes most of the GPU)" if frac is None
+           else f"{n} servers x mem_fraction_static {frac:g} = {frac * n:.2f} of the GPU (> {GPU_SHARE:g})")
+    return "per-repetition", f"{why}: each arm restarts once per repetition"
+
+
+def _arm_order(arms: list[str], repetition: int) -> list[str]:
+    return arms if repetition % 2 == 1 else arms[::-1]
+
+
+def blocks(profile: Profile, mode: str | None = None) -> list[Block]:
+    mode = mode or resolve(profile)[0]
+    arms = [a.id for a in profile.arms]
+    levels, reps = profile.load.concurrency, range(1, profile.load.repetitions + 1)
+    if mode == "interleaved":
+        return [Block(tuple(arms), tuple((a, c, r) for r in reps for c in levels for a in _arm_order(arms, r)))]
+    if mode == "per-repetition":
+        return [Block((a,), tuple((a, c, r) for c in levels)) for r in reps for a in _arm_order(arms, r)]
+    if mode == "arm-major":
+        return [Block((a,), tuple((a, c, r) for c in levels for r in reps)) for a in arms]
+    raise ValueError(f"unknown schedule '{mode}' (one of {', '.join(MODES)})")
+
+
+def order(profile: Profile, mode: str | None = None) -> list[Cell]:
+    """Every cell, in run order."""
+    return [cell for b in blocks(profile, mode) for cell in b.cells]
+
+
+def bring_ups(profile: Profile, mode: str | None = None) -> int:
+    return sum(len(b.arms) for b in blocks(profile, mode))

@@ -1,0 +1,109 @@
+"""The report's divergence triage (analysis.triage): counts per arm, the threshold and where it comes
+from, the gap distribution figure, and the failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from markupsafe import Markup
+
+from analysis import triage as tr
+from analysis.analyze import Analysis
+from report.tables import latex
+from report.tex import escape, num
+
+MAX_FAILURES = 40
+
+
+def _h(*names: str) -> list[Markup]:
+    return [Markup(n) for n in names]
+
+
+def _tok(text, token) -> Markup:
+    """A token as its text (visible whitespace) and its id."""
+    if token is None or token != token:
+        return Markup("--")
+    shown = repr(str(text))[1:-1]
+    return Markup(f"\\texttt{{{escape(shown)}}}\\,({int(token)})")
+
+
+def counts(t: tr.Triage) -> Markup:
+    rows = [[escape(r["comparison"]), escape(r["arm"]), escape(r["reference"]), str(r["compared"]),
+             str(r["identical"]), str(r["ties"]), Markup(f"\\textbf{{{r['failures']}}}") if r["failures"]
+             else str(r["failures"]), str(r["divergent_outputs"]), escape(r["token_source"]),
+             num(r["largest_gap"], 3), num(r["largest_margin"], 3)]
+            for r in t.counts.to_dict("records")]
+    df = pd.DataFrame(rows, columns=_h("comparison", "arm", "reference", "outputs", "identical", "ties",
+                                       "failures", "distinct", "token ids", "max gap", "max margin"))
+    return latex(df, "lllrrrrrp{1.8cm}rr")
+
+
+def failures(t: tr.Triage) -> Markup:
+    d = t.failures().sort_values("margin", ascending=False, na_position="first").head(MAX_FAILURES)
+    rows = [[escape(r["comparison"]), escape(r["arm"]), escape(r["prompt_id"]), str(r["requests"]),
+             str(r["position"]), _tok(r["ref_text"], r["ref_token"]), _tok(r["arm_text"], r["arm_token"]),
+             _tok(r["top1_text"], r["top1"]), _tok(r["top2_text"], r["top2"]), num(r["gap"], 3), num(r["margin"], 3),
+             escape(r["why"])]
+            for r in d.to_dict("records")]
+    df = pd.DataFrame(rows, columns=_h("comparison", "arm", "prompt", "req.", "token", "reference", "arm",
+                                       "top-1", "top-2", "gap", "margin", "why"))
+    return latex(df, "lllrrllllrrp{3.2cm}", long=True)
+
+
+def _q(x: np.ndarray, q: float) -> Markup:
+    return num(np.quantile(x, q), 3) if len(x) else Markup("--")
+
+
+def context(a: Analysis) -> dict | None:
+    t = a.triage
+    if t is None:
+        return None
+    div = t.divergences
+    margins = div["margin"].dropna().to_numpy(dtype=float) if len(div) else np.zeros(0)
+    fails = t.failures()
+    return {"note": t.note, "threshold": num(t.threshold, 2), "source": t.source, "command": tr.THRESHOLD_COMMAND,
+            "counts": counts(t) if len(t.counts) else None,
+            "divergences": len(div), "requests": int(div["requests"].sum()) if len(div) else 0,
+            "ties": int(t.counts["ties"].sum()) if len(t.counts) else 0,
+            "failing_requests": int(t.counts["failures"].sum()) if len(t.counts) else 0,
+            "failures_count": len(fails), "failures": failures(t) if len(fails) else None,
+            "failures_cut": max(len(fails) - MAX_FAILURES, 0),
+            "positions": len(t.position_gaps), "p1": _q(t.position_gaps, 0.01), "p5": _q(t.position_gaps, 0.05),
+            "p50": _q(t.position_gaps, 0.5), "below": num(100 * (t.position_gaps < t.threshold).mean(), 1)
+            if len(t.position_gaps) else Markup("--"),
+            "margin_p50": _q(margins, 0.5), "margin_max": num(margins.max(), 3) if len(margins) else Markup("--"),
+            "retokenized": bool(len(t.counts) and (t.counts["token_source"] != tr.SERVER).any()),
+            "has_figure": bool(len(div))}
+
+
+def figure(a: Analysis, path: Path) -> Path:
+    """ECDFs on a log axis: the top-1/top-2 gap at every position of the ar references, and the margin of
+    each distinct divergence; the threshold as a line."""
+    from report.figures import _label, _save, plt
+    t = a.triage
+    fig, ax = plt.subplots(figsize=(5.2, 2.8))
+    floor = 1e-4
+    if t is None or (not len(t.position_gaps) and t.divergences.empty):
+        ax.text(0.5, 0.5, "no divergence to triage", ha="center", transform=ax.transAxes)
+        return _save(fig, path)
+    _ecdf(ax, t.position_gaps, floor, f"gap, every position of the ar outputs (n={len(t.position_gaps)})", "-")
+    d = t.divergences
+    for verdict, style in ((tr.TIE, "--"), (tr.FAILURE, ":")):
+        m = d.loc[d["verdict"] == verdict, "margin"].dropna().to_numpy(dtype=float) if len(d) else np.zeros(0)
+        if len(m):
+            _ecdf(ax, m, floor, _label(f"margin, divergences: {verdict} (n={len(m)})"), style, marker=".")
+    ax.axvline(t.threshold, color="black", lw=0.8)
+    ax.annotate(f"threshold {t.threshold:g}", (t.threshold, 0.5), xytext=(3, 0), textcoords="offset points",
+                fontsize=6)
+    ax.set(xscale="log", xlabel="fp32 logit gap / margin", ylabel="share at or below",
+           title="Target's fp32 logit gap: all positions vs the divergences")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=1, frameon=False)
+    return _save(fig, path)
+
+
+def _ecdf(ax, values, floor, label, style, marker=None):
+    x = np.sort(np.maximum(np.asarray(values, dtype=float), floor))
+    if len(x):
+        ax.step(x, np.arange(1, len(x) + 1) / len(x), style, where="post", label=label, marker=marker, ms=3)

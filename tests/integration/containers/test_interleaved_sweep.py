@@ -1,0 +1,91 @@
+"""The sweep's schedule against real reference-engine servers: cells run in the planned order, every
+server of an interleaved sweep stays up from its first cell to its last, a per-repetition sweep
+restarts each server once per repetition, and the manifest records the order that ran."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from containers.sweep import run_sweep
+from ddbench import schedule
+from ddbench.profile import load_profile
+from loadtests.cell import run_cell
+
+REPO = Path(__file__).resolve().parents[3]
+READY = "The server is fired up and ready to roll!"
+
+
+@pytest.fixture
+def profile_file(tmp_path, word_pair_dir):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"p{i}", "category": "code", "messages": [
+        {"role": "user", "content": f"w{i} w{i + 5}"}]}) + "\n" for i in range(1, 5)))
+
+    def write(mode: str) -> Path:
+        path = tmp_path / f"sched-{mode}.yaml"
+        path.write_text(yaml.safe_dump({
+            "name": f"sched-{mode}", "backend": {"kind": "refengine", "runtime": "local"},
+            "models": {"target": str(word_pair_dir / "target"), "drafter": str(word_pair_dir / "drafter")},
+            "placement": {"device": "cpu"}, "runtime": {"dtype": "float32"},
+            "arms": [{"id": "ar", "kind": "ar"}, {"id": "linear-b8", "kind": "linear", "block_size": 8},
+                     {"id": "tree-b7-k2", "kind": "tree", "block_size": 8, "budget": 7, "topk": 2}],
+            "workload": {"prompt_set": str(prompts), "max_tokens": 8, "temperature": 0},
+            "load": {"concurrency": [1], "warmup_requests": 1, "requests_per_user": 2, "repetitions": 2,
+                     "schedule": mode}}))
+        return path
+
+    return write
+
+
+def _started(run: Path) -> list[tuple[str, int, int]]:
+    cells = [json.loads(p.read_text()) for p in run.glob("*/c*-r*/status.json")]
+    cells.sort(key=lambda s: s["started_unix"])
+    return [(s["arm"], s["concurrency"], s["repetition"]) for s in cells]
+
+
+def test_interleaved_sweep_keeps_every_server_up_and_alternates_arms(profile_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    profile = load_profile(profile_file("interleaved"))
+    run = tmp_path / "run-i"
+    out = run_sweep(profile, run, run_cell)
+    assert all(s.status == "ok" for v in out.values() for s in v), out
+    assert _started(run) == schedule.order(profile) == [
+        ("ar", 1, 1), ("linear-b8", 1, 1), ("tree-b7-k2", 1, 1),
+        ("tree-b7-k2", 1, 2), ("linear-b8", 1, 2), ("ar", 1, 2)]
+    for arm in ("ar", "linear-b8", "tree-b7-k2"):
+        assert (run / arm / "server.log").read_text().count(READY) == 1   # up once, for every cell
+
+
+def test_per_repetition_sweep_restarts_each_server_once_per_repetition(profile_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    profile = load_profile(profile_file("per-repetition"))
+    run = tmp_path / "run-p"
+    out = run_sweep(profile, run, run_cell)
+    assert all(s.status == "ok" for v in out.values() for s in v), out
+    assert _started(run) == [("ar", 1, 1), ("linear-b8", 1, 1), ("tree-b7-k2", 1, 1),
+                             ("tree-b7-k2", 1, 2), ("linear-b8", 1, 2), ("ar", 1, 2)]
+    for arm in ("ar", "linear-b8", "tree-b7-k2"):
+        assert (run / arm / "server.log").read_text().count(READY) == 2
+
+
+def test_reproduce_records_the_planned_and_the_ran_order(profile_file, tmp_path):
+    path = profile_file("interleaved")
+    root = tmp_path / "results"
+    proc = subprocess.run([sys.executable, "-m", "ddbench", "reproduce", str(path), "--no-report", "--results-root",
+                           str(root)], cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run,) = (root / "sched-interleaved").iterdir()
+    sched = json.loads((run / "manifest.json").read_text())["schedule"]
+    assert sched["mode"] == "interleaved" and sched["bring_ups"] == 3
+    ran = [(c["arm"], c["concurrency"], c["repetition"]) for c in sched["ran"]]
+    assert ran == [tuple(x) for x in sched["planned"]] == _started(run)
+    checks = (run / "tables" / "checks.csv").read_text()
+    assert "drift below the smallest effect claimed" in checks
