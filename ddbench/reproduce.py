@@ -26,6 +26,7 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ddbench import schedule
 from ddbench.cli import plan_text
 from ddbench.manifest import finish_run, start_run
 from ddbench.profile import Profile, ProfileError, load_profile, repo_path, resolve_path
@@ -150,10 +151,19 @@ def make_cell_runner(progress: Progress, task):
     return run
 
 
+def whole_repetitions(profile: Profile, todo: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """A repetition left part-done (a failed cell, a slice cut short) runs again whole: a ratio pairs the
+    cells of one repetition, and a pair is only worth its name if its cells ran next to each other."""
+    if schedule.resolve(profile)[0] == "arm-major":
+        return todo
+    redo = {r for _, _, r in todo}
+    return [cell for cell in profile.cells() if cell[2] in redo]
+
+
 def sweep(profile: Profile, run: RunDir, reps: range | None = None) -> None:
     from containers.sweep import run_sweep
 
-    todo = pending_cells(profile, run, reps)
+    todo = whole_repetitions(profile, pending_cells(profile, run, reps))
     for arm, c, r in todo:
         if run.cell_dir(arm, c, r).exists():
             _retire(run.cell_dir(arm, c, r))
