@@ -25,7 +25,7 @@ reproduce PROFILE="cpu-tiny" *ARGS:
 wheelhouse VARIANT="cpu":
     @python3 -m containers.refengine.wheelhouse --variant "$1"
 
-# the H200's offline Python bundle (LAYER: harness, sglang): pinned wheels -> .h200/LAYER/ (carry it)
+# the H200's offline Python bundle (LAYER: harness, sglang, sglang-ddtree with DDTREE_FORK_GIT=a clone of the fork): -> .h200/LAYER/ (carry it)
 h200-bundle LAYER:
     @python3 -m containers.h200.bundle build "$1"
 

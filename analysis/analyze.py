@@ -6,9 +6,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from analysis import checks, compare, correctness, crosscheck, ingest, metrics, stability, triage
+from analysis import checks, compare, correctness, crosscheck, ingest, metrics, stability, stagecost, triage
 from ddbench.results import TABLES, write_bytes_atomic
 
 BOOTSTRAP = 1000
@@ -31,6 +32,7 @@ class Analysis:
     checks: pd.DataFrame
     drift: pd.DataFrame = field(default_factory=pd.DataFrame)      # the run's drift rate (analysis.stability)
     gpu_band: pd.DataFrame = field(default_factory=pd.DataFrame)   # per cell: SM clock and power vs the run's band
+    stage_cost: pd.DataFrame = field(default_factory=pd.DataFrame)  # SGLang DDTree's step split (a diagnostic)
     boots: dict = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -64,6 +66,7 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     cells, boots = metrics.per_cell(slim, gaps, cells_in, kinds, bootstrap, seed)
     for col in ("started_unix", "ended_unix"):
         cells[col] = cells_in[col].to_numpy()
+    cells = steps_from_server(run, cells)
     summary = with_server_tau(run, metrics.across_repetitions(cells), cells)
     speedups, refusals = compare.speedups(run, cells, boots)
     drift = stability.drift(cells)
@@ -75,13 +78,33 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     tri = triage.triage(run, req)
     trust = checks.run_checks(run, req, cells, lossless, min_requests, speedups, drift, band, triage=tri)
     res = Analysis(run, req, cells, summary, speedups, decomposition, categories, lossless, note, trust,
-                   stability.drift_table(drift), band, boots, refusals + more)
-    res.triage = tri
+                   drift=stability.drift_table(drift), gpu_band=band, stage_cost=stagecost.read(run.path),
+                   boots=boots, refusals=refusals + more, triage=tri)
     if other_path is not None:
         other = analyze(other_path, bootstrap, seed, min_requests, cross=False)
         res.crosscheck = crosscheck.cross_check(res, other)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def steps_from_server(run: ingest.Run, cells: pd.DataFrame) -> pd.DataFrame:
+    """Cells whose requests carry no verify steps (SGLang 0.5.15 returns no per-request spec details)
+    take τ from their server's own count over the cell (checks.server_tau: /metrics counters differenced
+    over it, warmup included), and verify steps as window tokens / τ, so that step time and the
+    decomposition hold for them too; tau_source says which cells did."""
+    cells = cells.copy()
+    cells["tau_source"] = np.where(cells["kind"] == "ar", "definition", "requests")
+    for i, r in cells.iterrows():
+        if r["kind"] == "ar" or r["status"] != "ok" or r["steps"] > 0:
+            continue
+        tau, source = checks.server_tau(run, r["arm"], int(r["concurrency"]), [int(r["repetition"])])
+        if not np.isfinite(tau) or tau <= 0:
+            cells.at[i, "tau_source"] = "none"
+            continue
+        steps = r["tokens"] / tau
+        cells.loc[i, ["tau", "steps", "step_time_s", "tau_source"]] = [
+            tau, steps, r["window_s"] * r["concurrency"] / steps, f"server: {source}"]
+    return cells
 
 
 def with_server_tau(run: ingest.Run, summary: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
@@ -105,6 +128,7 @@ def write_tables(a: Analysis) -> list[Path]:
               "cells": a.cells, "summary": a.summary,
               "speedups": a.speedups, "decomposition": a.decomposition, "categories": a.categories,
               "lossless": a.lossless, "checks": a.checks, "drift": a.drift, "gpu_band": a.gpu_band,
+              "stage_cost": a.stage_cost,
               "server_log": a.run.log, "server_metrics": a.run.server,
               "telemetry": a.run.telemetry}
     if a.triage is not None:

@@ -68,8 +68,8 @@ def plan_text(profile, source: str) -> str:
              f"  workload {wl.prompt_set}  max_tokens {wl.max_tokens}  temperature {wl.temperature}"
              f"  ignore_eos {wl.ignore_eos}"]
     if load.requests_per_user is not None:
-        per_rep = sum(c * (load.warmup_requests + load.requests_per_user) for c in load.concurrency)
-        measured = sum(c * load.requests_per_user for c in load.concurrency)
+        per_rep = sum(c * (load.warmup_requests + load.per_user(c)) for c in load.concurrency)
+        measured = sum(c * load.per_user(c) for c in load.concurrency)
         requests = (f"{per_rep * load.repetitions * len(profile.arms)} requests in total "
                     f"({measured * load.repetitions * len(profile.arms)} measured)")
     else:

@@ -158,7 +158,9 @@ class Load(Strict):
     rate: float | None = Field(None, gt=0, description="open loop: requests/s")
     arrival: Literal["constant", "poisson"] = "poisson"
     warmup_requests: int = Field(2, ge=0, description="per user, excluded from statistics")
-    requests_per_user: int | None = Field(None, ge=1)
+    requests_per_user: Annotated[int, Field(ge=1)] | dict[int, Annotated[int, Field(ge=1)]] | None = Field(
+        None, description="measured requests per user: one number, or one per concurrency level "
+                                "(longer cells where a level's cells are short)")
     duration_s: float | None = Field(None, gt=0)
     repetitions: int = Field(1, ge=1)
     seed: int = 0
@@ -176,7 +178,15 @@ class Load(Strict):
             raise ValueError("mode 'open' needs a rate")
         if len(set(self.concurrency)) != len(self.concurrency):
             raise ValueError(f"concurrency levels repeat: {self.concurrency}")
+        if isinstance(self.requests_per_user, dict) and set(self.requests_per_user) != set(self.concurrency):
+            raise ValueError(f"requests_per_user gives levels {sorted(self.requests_per_user)}, the plan runs "
+                             f"{sorted(self.concurrency)}: give one number, or one per level")
         return self
+
+    def per_user(self, concurrency: int) -> int | None:
+        """Measured requests each user sends at this level (None: the cell runs for duration_s)."""
+        n = self.requests_per_user
+        return n.get(concurrency) if isinstance(n, dict) else n
 
 
 class Profile(Strict):

@@ -103,13 +103,14 @@ PACKED = ("requests-*.jsonl", "metrics-*.prom", SERVER_LOG, "telemetry.jsonl")
 
 
 def read_run_text(path: Path, errors: str = "strict") -> str | None:
-    """A run file's text: `path` itself (gunzipped if it ends in .gz), else its packed form
-    path + '.gz'; None when it is in neither form."""
-    for p in (path, path.with_name(path.name + ".gz")):
+    """A run file's text: its packed form path + '.gz' followed by `path` itself (a run resumed after it
+    was packed has both: the packed part is the older), or either alone; None when it is in neither form."""
+    parts = []
+    for p in (path.with_name(path.name + ".gz"), path):
         if p.is_file():
             data = p.read_bytes()
-            return (gzip.decompress(data) if p.suffix == ".gz" else data).decode(errors=errors)
-    return None
+            parts.append(gzip.decompress(data) if p.suffix == ".gz" else data)
+    return b"".join(parts).decode(errors=errors) if parts else None
 
 
 def pack(run: RunDir) -> tuple[int, int]:
@@ -121,8 +122,11 @@ def pack(run: RunDir) -> tuple[int, int]:
     before = after = 0
     for f in sorted(p for pattern in PACKED for p in run.path.rglob(pattern)):  # retired attempts too
         data = f.read_bytes()
+        gz = f.with_name(f.name + ".gz")
+        if gz.is_file():  # packed before, then resumed: the server log of the first slice comes first
+            data = gzip.decompress(gz.read_bytes()) + data
         packed = gzip.compress(data, compresslevel=9, mtime=0)
-        write_bytes_atomic(f.with_name(f.name + ".gz"), packed)
+        write_bytes_atomic(gz, packed)
         f.unlink()
         before, after = before + len(data), after + len(packed)
     return before, after

@@ -146,8 +146,8 @@ def judge(records: list[RequestRecord], load: Load, concurrency: int, rc: int, t
         reason = f"locust exited with code {rc}; see {cell_dir / LOCUST_LOG}"
     elif not measured:
         reason = "no measured request completed"
-    elif load.requests_per_user and load.mode == "closed" and len(measured) != concurrency * load.requests_per_user:
-        reason = (f"expected {concurrency} x {load.requests_per_user} measured requests, "
+    elif (n := load.per_user(concurrency)) and load.mode == "closed" and len(measured) != concurrency * n:
+        reason = (f"expected {concurrency} x {n} measured requests, "
                   f"got {len(measured)} records (a Locust process died?)")
     else:
         counted = locust_count(cell_dir)

@@ -139,7 +139,7 @@ def cell_argv(workload: Workload, load: Load, *, arm: str, concurrency: int, rep
         "max-tokens": workload.max_tokens, "temperature": workload.temperature, "top-p": workload.top_p,
         "top-k": workload.top_k or 0, "ignore-eos": str(workload.ignore_eos).lower(),
         "records-dir": str(records_dir), "warmup-requests": load.warmup_requests,
-        "requests-per-user": load.requests_per_user or 0, "duration-s": load.duration_s or 0.0,
+        "requests-per-user": load.per_user(concurrency) or 0, "duration-s": load.duration_s or 0.0,
         "arm": arm, "concurrency": concurrency, "repetition": repetition, "seed": load.seed,
         "mode": load.mode, "rate": load.rate or 0.0, "arrival": load.arrival, "model": model,
     }

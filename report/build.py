@@ -77,9 +77,24 @@ def context(a: Analysis, figs: dict[str, Path]) -> dict:
         "crosscheck": crosscheck.context(a), "notes": notes(a.run.path),
         "triage": triage.context(a),
         "headline": tables.speedups(a), "drift": tables.drift(a), "gpu_band": tables.gpu_band(a),
-        "order": tables.schedule(a), "clock_band": f"{100 * stability.CLOCK_BAND:g}",
+        "order": tables.schedule(a), "ddtree_build": _ddtree_build(a), "clock_band": f"{100 * stability.CLOCK_BAND:g}",
         "power_band": f"{100 * stability.POWER_BAND:g}", **_schedule(a),
     }
+
+
+def _ddtree_build(a: Analysis) -> dict | None:
+    """The SGLang DDTree build that served the run: its source, the overlay check, its stage costs."""
+    if a.run.profile.backend.ddtree != "fork":
+        return None
+    source = ((a.run.manifest.model_extra or {}).get("sglang_source") or {}).get("source") or {}
+    picks = ", ".join(f"{p.get('repo', '').removeprefix('https://github.com/')}@{str(p.get('commit'))[:9]}"
+                      for p in source.get("cherry_picks") or [])
+    overlay = a.checks[a.checks["check"].str.startswith("DDTree build's DFLASH")]
+    return {"source": breakable(f"{source.get('repo', 'not recorded')} @ {source.get('commit', '?')}"),
+            "picks": picks or "none", "head": breakable(str(source.get("head", "not recorded"))),
+            "overlay_status": overlay["status"].iloc[0] if len(overlay) else "n/a",
+            "overlay": overlay["evidence"].iloc[0] if len(overlay) else "no overlay check",
+            "stage_cost": tables.stage_cost(a), "has_stage_cost": not a.stage_cost.empty}
 
 
 def _schedule(a: Analysis) -> dict:

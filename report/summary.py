@@ -37,9 +37,11 @@ def _stability(a: Analysis) -> list[str]:
     if len(a.drift) and a.drift.iloc[0]["rate_lo"] == a.drift.iloc[0]["rate_lo"]:
         d = a.drift.iloc[0]
         worst = a.speedups["drift_bias"].max() if "drift_bias" in a.speedups else float("nan")
+        most = (f"by at most {num(100 * worst, 2)}\\%" if worst < 1 else
+                "by more than 100\\%: its ratios pair cells that ran minutes apart")
         out.append(f"Host drift over the run: {num(d['rate_per_10min'], 2)}\\% per 10 minutes "
                    f"(95\\% CI {ci(d['rate_lo'], d['rate_hi'], 2)}), from {int(d['cells'])} repeated cells; with the "
-                   f"cells in the order they ran, it could move a compared ratio by at most {num(100 * worst, 2)}\\%.")
+                   f"cells in the order they ran, it could move a compared ratio {most}.")
     flagged = a.gpu_band[a.gpu_band["outside"].astype(bool)] if len(a.gpu_band) else a.gpu_band
     if len(flagged):
         out.append(f"{len(flagged)} cell(s) left the run's GPU clock or power band (Section~\\ref{{sec:trust}}).")
@@ -50,8 +52,10 @@ def sentences(a: Analysis) -> list[Markup]:
     out = []
     failed = a.cells[a.cells["status"] != "ok"]
     if len(failed):
-        what = "; ".join(f"{escape(r.arm)} at C={r.concurrency} rep {r.repetition} ({escape(r.reason or r.status)})"
-                         for r in failed.itertuples())
+        groups: dict[tuple, list] = {}
+        for r in failed.itertuples():   # one reason, told once, with the cells it stopped
+            groups.setdefault((r.arm, r.reason or r.status), []).append(f"C={r.concurrency} rep {r.repetition}")
+        what = "; ".join(f"{escape(arm)} at {', '.join(where)} ({escape(why)})" for (arm, why), where in groups.items())
         out.append(f"\\textbf{{{len(failed)} of {len(a.cells)} cells failed}} and are left out of every "
                    f"comparison: {what}.")
     s = a.summary

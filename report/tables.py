@@ -226,3 +226,24 @@ def percentile_rule() -> list[str]:
             n += 1
         out.append(f"p{round(100 * q)} needs n >= {n}")
     return out
+
+
+def stage_cost(a: Analysis) -> Markup:
+    """Per part of a DDTree step on SGLang (the fork's stage profiler): ms per verify round and its share."""
+    d = a.stage_cost
+    if d.empty:
+        return latex(d)
+    arms = list(dict.fromkeys(d["arm"]))
+    rows = []
+    for part in dict.fromkeys(d["part"]):
+        cells = []
+        for arm in arms:
+            r = d[(d["arm"] == arm) & (d["part"] == part)]
+            cells.append(Markup(f"{num(r['ms_per_round'].iloc[0], 3)} ({num(100 * r['share'].iloc[0], 0)}\\%)")
+                         if len(r) else Markup("--"))
+        rows.append([escape(part), *cells])
+    total = [Markup(f"\\textbf{{{num(d[d['arm'] == arm]['ms_per_round'].sum(), 2)}}}") for arm in arms]
+    rows.append([Markup(r"\textbf{profiled step}"), *total])
+    tau = [num(d[d["arm"] == arm]["tau"].iloc[0], 2) for arm in arms]
+    rows.append([Markup(r"$\tau$ of the diagnostic"), *tau])
+    return latex(pd.DataFrame(rows, columns=_h("part", *(escape(x) for x in arms))), "l" + "r" * len(arms))

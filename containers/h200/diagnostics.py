@@ -275,6 +275,13 @@ def fork_build(entries: list[str]) -> dict | None:
 # ---------------------------------------------------------------- the two diagnostics
 
 
+def head(diagnostic: str, label: str, profile: Profile, source: str, prompts: list[Prompt]) -> dict:
+    """What every diagnostic record starts with: what it is, from which profile, on which prompts, when."""
+    return {"diagnostic": diagnostic, "schema": SCHEMA, "label": label,
+            "profile": {"name": profile.name, "digest": profile.digest(), "source": source},
+            "prompts": prompts_record(profile, prompts), "started": now_iso()}
+
+
 def pick_linear(profile: Profile, arm_id: str | None) -> Arm:
     if arm_id:
         arm = profile.arm(arm_id)
@@ -296,12 +303,10 @@ def overlay_check(run_dir: Path, profile: Profile, source: str, arm_id: str | No
     stock, fork = split_pythonpath(os.environ.get("PYTHONPATH", ""))
     prompts = first_prompts(profile, n)
     out_dir = run_dir / "diagnostics"
-    doc = {"diagnostic": "overlay-check", "schema": SCHEMA,
-           "label": f"overlay check: {arm.id} (DFLASH) on the DDTree build vs stock SGLang, C=1, "
-                    f"T={profile.workload.temperature:g}, {len(prompts)} prompts; not a measured cell",
-           "profile": {"name": profile.name, "digest": profile.digest(), "source": source},
-           "arm": arm.id, "argv": server_command(profile, arm).argv, "prompts": prompts_record(profile, prompts),
-           "build": fork_build(fork), "sides": {}, "started": now_iso()}
+    doc = {**head("overlay-check", f"overlay check: {arm.id} (DFLASH) on the DDTree build vs stock SGLang, C=1, "
+                                   f"T={profile.workload.temperature:g}, {len(prompts)} prompts; not a measured cell",
+                  profile, source, prompts),
+           "arm": arm.id, "argv": server_command(profile, arm).argv, "build": fork_build(fork), "sides": {}}
     for side, entries in (("stock", stock), ("fork", fork)):
         with pythonpath(entries):
             result = serve(profile, arm.id, out_dir / "overlay-check" / side, prompts, timeout_s, command)
@@ -375,13 +380,9 @@ def stage_cost(run_dir: Path, profile: Profile, source: str, arm_ids: list[str],
                               f"&& eval \"$e\"")
     prompts = first_prompts(profile, n)
     out_dir = run_dir / "diagnostics"
-    doc = {"diagnostic": "stage-cost", "schema": SCHEMA,
-           "label": f"stage cost: the fork's --speculative-ddtree-profile, C=1, {len(prompts)} prompts; "
-                    f"not a measured cell (the instrumentation costs time)",
-           "profile": {"name": profile.name, "digest": profile.digest(), "source": source},
-           "prompts": prompts_record(profile, prompts),
-           "build": fork_build(here), "sglang": served, "arms": {},
-           "started": now_iso()}
+    doc = {**head("stage-cost", f"stage cost: the fork's --speculative-ddtree-profile, C=1, {len(prompts)} prompts; "
+                                f"not a measured cell (the instrumentation costs time)", profile, source, prompts),
+           "build": fork_build(here), "sglang": served, "arms": {}}
     # every arm up at once (bring-up dominates a diagnostic's time), then one arm at a time serves
     cell = out_dir / "stage-cost"
     files, labelled = {}, profile

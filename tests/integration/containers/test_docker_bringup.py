@@ -47,8 +47,9 @@ def test_a_container_that_exits_at_start_fails_with_a_summary_traceback_and_log_
     monkeypatch.setenv("HF_TOKEN", "hf_container_secret_0123456789")  # passed in, never written out
     profile = make_profile(refengine_image)
     run = tmp_path / "run-2"
-    crash = ["python3", "-c", "import os; print('loading weights with', os.environ['HF_TOKEN'], flush=True)\n"
-             "raise FileNotFoundError('stand-in: no weights in /models/target')"]
+    # both lines on stderr: Docker's log interleaves two streams in no fixed order
+    crash = ["python3", "-c", "import os, sys; print('loading weights with', os.environ['HF_TOKEN'], file=sys.stderr, "
+             "flush=True)\nraise FileNotFoundError('stand-in: no weights in /models/target')"]
     t0 = time.monotonic()
     with pytest.raises(BringUpError) as info:
         bringup.up(profile, "ar", run, command=crash, timeout_s=600)

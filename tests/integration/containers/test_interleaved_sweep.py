@@ -50,27 +50,29 @@ def _started(run: Path) -> list[tuple[str, int, int]]:
     return [(s["arm"], s["concurrency"], s["repetition"]) for s in cells]
 
 
-def test_interleaved_sweep_keeps_every_server_up_and_alternates_arms(profile_file, tmp_path, monkeypatch):
+def _sweep(profile_file, tmp_path, monkeypatch, mode: str) -> tuple:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    profile = load_profile(profile_file("interleaved"))
-    run = tmp_path / "run-i"
+    profile = load_profile(profile_file(mode))
+    run = tmp_path / f"run-{mode}"
     out = run_sweep(profile, run, run_cell)
     assert all(s.status == "ok" for v in out.values() for s in v), out
-    assert _started(run) == schedule.order(profile) == [
-        ("ar", 1, 1), ("linear-b8", 1, 1), ("tree-b7-k2", 1, 1),
-        ("tree-b7-k2", 1, 2), ("linear-b8", 1, 2), ("ar", 1, 2)]
+    return profile, run
+
+
+ORDER = [("ar", 1, 1), ("linear-b8", 1, 1), ("tree-b7-k2", 1, 1), ("tree-b7-k2", 1, 2), ("linear-b8", 1, 2),
+         ("ar", 1, 2)]
+
+
+def test_interleaved_sweep_keeps_every_server_up_and_alternates_arms(profile_file, tmp_path, monkeypatch):
+    profile, run = _sweep(profile_file, tmp_path, monkeypatch, "interleaved")
+    assert _started(run) == schedule.order(profile) == ORDER
     for arm in ("ar", "linear-b8", "tree-b7-k2"):
         assert (run / arm / "server.log").read_text().count(READY) == 1   # up once, for every cell
 
 
 def test_per_repetition_sweep_restarts_each_server_once_per_repetition(profile_file, tmp_path, monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    profile = load_profile(profile_file("per-repetition"))
-    run = tmp_path / "run-p"
-    out = run_sweep(profile, run, run_cell)
-    assert all(s.status == "ok" for v in out.values() for s in v), out
-    assert _started(run) == [("ar", 1, 1), ("linear-b8", 1, 1), ("tree-b7-k2", 1, 1),
-                             ("tree-b7-k2", 1, 2), ("linear-b8", 1, 2), ("ar", 1, 2)]
+    profile, run = _sweep(profile_file, tmp_path, monkeypatch, "per-repetition")
+    assert _started(run) == schedule.order(profile) == ORDER
     for arm in ("ar", "linear-b8", "tree-b7-k2"):
         assert (run / arm / "server.log").read_text().count(READY) == 2
 

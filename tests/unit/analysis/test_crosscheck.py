@@ -207,9 +207,11 @@ def test_records_without_spec_details_compare_both_servers_own_tau(tmp_path, tar
     a = analyze(this, bootstrap=20)
     tree = a.crosscheck.arms.set_index("arm").loc["tree-b4-k2"]
     assert tree["tau_basis"] == "server"
-    # the run's own summary carries the server's tau beside the (missing) per-request one
+    # the run's own summary and cells take the server's tau where the records carry none
     row = a.summary.set_index("arm").loc["tree-b4-k2"]
-    assert row["pooled_tau"] != row["pooled_tau"] and row["server_tau"] == pytest.approx(3.0)
+    assert row["pooled_tau"] == pytest.approx(3.0) and row["server_tau"] == pytest.approx(3.0)
+    cell = a.cells.set_index(["arm", "concurrency", "repetition"]).loc[("tree-b4-k2", 1, 1)]
+    assert cell["tau_source"].startswith("server: /metrics") and cell["steps"] == pytest.approx(cell["tokens"] / 3)
     assert "/metrics counters" in row["server_tau_source"]
     assert (tree["tau_this"], tree["tau_other"]) == (pytest.approx(3.0), pytest.approx(30 / 9))
     assert tree["tau_gap_pct"] == pytest.approx(-10.0) and not tree["tau_within_tolerance"]

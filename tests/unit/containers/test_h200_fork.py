@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from test_h200_bundle import run_setup
 
 from containers.h200 import archive, bundle, device, fork
 from containers.sglang_pin import CherryPick, Pin
@@ -236,16 +237,10 @@ def stock_and_fork(tmp_path, monkeypatch):
     return tmp_path, fork_doc
 
 
-def setup_(tmp_path, capsys, *layers):
-    rc = device.main(["setup", *layers, "--manifests", str(tmp_path / "manifests"), "--repo", str(tmp_path / "repo")])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 def test_a_shadowing_layer_goes_first_on_the_path_and_leaves_the_stock_one_whole(stock_and_fork, capsys):
     tmp_path, _ = stock_and_fork
     stock, shadow = tmp_path / "sites" / "site-toy", tmp_path / "sites" / "site-toy-fork"
-    rc, out, err = setup_(tmp_path, capsys, "toy", "toy-fork")
+    rc, out, err = run_setup(tmp_path, capsys, "toy", "toy-fork")
     assert rc == 0, err
     assert out == f"export PYTHONPATH={shadow}:{stock}${{PYTHONPATH:+:$PYTHONPATH}}\n"
     assert (shadow / "toyb" / "__init__.py").read_text() == "VALUE = 7\n"
@@ -255,7 +250,7 @@ def test_a_shadowing_layer_goes_first_on_the_path_and_leaves_the_stock_one_whole
     marker = json.loads((shadow / device.MARKER).read_text())
     assert marker["layer"] == "toy-fork" and marker["shadows"] == "toy" and marker["source"]["commit"] == "c" * 40
     assert [p["sha256"] for p in marker["parts"]]
-    rc, out, err = setup_(tmp_path, capsys, "toy")  # the stock path: no fork on it
+    rc, out, err = run_setup(tmp_path, capsys, "toy")  # the stock path: no fork on it
     assert rc == 0 and out == f"export PYTHONPATH={stock}${{PYTHONPATH:+:$PYTHONPATH}}\n"
 
 
@@ -263,14 +258,14 @@ def test_a_shadowing_layer_refuses_other_versions_than_it_was_pinned_to(stock_an
     tmp_path, doc = stock_and_fork
     doc["expects"] = {"toyb": "3.0", "not-there": "1"}
     (tmp_path / "manifests" / "toy-fork.manifest.json").write_text(json.dumps(doc))
-    rc, out, err = setup_(tmp_path, capsys, "toy", "toy-fork")
+    rc, out, err = run_setup(tmp_path, capsys, "toy", "toy-fork")
     assert rc == 1 and out == ""
     assert "toy-fork was pinned to run on toyb 3.0: found 2.0" in err and "not-there 1: not installed" in err
 
 
 def test_a_shadowing_layer_needs_its_stock_layer_first(stock_and_fork, capsys):
     tmp_path, _ = stock_and_fork
-    rc, _, err = setup_(tmp_path, capsys, "toy-fork")
+    rc, _, err = run_setup(tmp_path, capsys, "toy-fork")
     assert rc == 1 and "toy-fork needs layer toy before it" in err
 
 

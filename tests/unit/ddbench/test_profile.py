@@ -144,3 +144,16 @@ def test_digest_changes_with_content(write_profile):
     a = load_profile(write_profile())
     b = load_profile(write_profile(lambda d: d["workload"].update(max_tokens=33), name="b.yaml"))
     assert a.digest() != b.digest() and a.digest() == load_profile(write_profile(name="c.yaml")).digest()
+
+
+def test_requests_per_user_per_level(tmp_path):
+    base = (PROFILES_DIR / "cpu-tiny.yaml").read_text()
+    good = tmp_path / "good.yaml"
+    good.write_text(base.replace("requests_per_user: 12", "requests_per_user: {1: 24, 4: 6}"))
+    p = load_profile(good)
+    assert (p.load.per_user(1), p.load.per_user(4)) == (24, 6)
+    assert p.digest() == type(p).model_validate(p.model_dump(mode="json")).digest()   # survives the manifest
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(base.replace("requests_per_user: 12", "requests_per_user: {1: 24, 8: 6}"))
+    with pytest.raises(ProfileError, match=r"requests_per_user gives levels \[1, 8\], the plan runs \[1, 4\]"):
+        load_profile(bad)

@@ -110,3 +110,19 @@ def test_manifest_records_the_checkpoints_contents(tmp_path, write_profile):
     second = digest()
     assert second["target"]["sha256"] != first["target"]["sha256"]
     assert second["target"]["files"]["config.json"] == first["target"]["files"]["config.json"]
+
+
+def test_a_run_packed_then_resumed_keeps_both_slices_of_its_server_log(tmp_path):
+    from ddbench.results import RunDir, pack, read_run_text
+
+    run = RunDir.create("p", root=tmp_path)
+    log = run.path / "ar" / "server.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("slice 1: fired up\nCache flushed successfully!\n")
+    pack(run)
+    assert not log.exists() and read_run_text(log) == "slice 1: fired up\nCache flushed successfully!\n"
+    log.write_text("slice 2: fired up\n")       # --resume appends a new plain log beside the packed one
+    assert read_run_text(log) == "slice 1: fired up\nCache flushed successfully!\nslice 2: fired up\n"
+    pack(run)
+    assert not log.exists()
+    assert read_run_text(log) == "slice 1: fired up\nCache flushed successfully!\nslice 2: fired up\n"
