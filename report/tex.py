@@ -61,6 +61,8 @@ def ci(lo, hi, digits: int = 2) -> Markup:
     """A 95% interval as 'lo--hi', empty when there is none."""
     if missing(lo) or missing(hi):
         return Markup("")
+    if lo < 0 or hi < 0:  # an en dash between signed numbers reads as a minus
+        return Markup(f"{num(lo, digits)} to {num(hi, digits)}")
     return Markup(f"{num(lo, digits)}--{num(hi, digits)}")
 
 
