@@ -103,7 +103,7 @@ def _overlay(run: Run) -> list[Check]:
              f"{stock.get(key)} verify steps ({stock.get('status')}), this build {fork.get(key)} "
              f"({fork.get('status')}); "
              f"outputs {'identical' if doc.get('same_outputs') else 'differ'}")
-    served = ((run.manifest.model_extra or {}).get("sglang_source") or {}).get("source") or {}
+    served = run.manifest.sglang_build
     checked = doc.get("build") or {}
     if served.get("commit") and checked.get("commit") and served.get("head") != checked.get("head"):
         return [Check(name, "run", FAIL, f"{facts}; but the check ran build {str(checked.get('head'))[:12]} and "

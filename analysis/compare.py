@@ -97,9 +97,7 @@ def ratio_stats(x: pd.DataFrame, y: pd.DataFrame, column: str, paired: bool) -> 
         both = x.merge(y, on="repetition", how="inner", suffixes=("_x", "_y"))
         out = stats.paired_log_ratio(both[f"{column}_x"], both[f"{column}_y"])
         if "started_unix" in x and len(both):
-            mx = (both["started_unix_x"].astype(float) + both["ended_unix_x"].astype(float)) / 2
-            my = (both["started_unix_y"].astype(float) + both["ended_unix_y"].astype(float)) / 2
-            out["dt_mean_s"] = float((mx - my).mean())
+            out["dt_mean_s"] = float((metrics.mid_unix(both, "_x") - metrics.mid_unix(both, "_y")).mean())
         else:
             out["dt_mean_s"] = float("nan")
     else:
@@ -181,14 +179,11 @@ def decomposition(run: Run, cells: pd.DataFrame, boots: dict) -> tuple[pd.DataFr
     "the tree accepts more" apart from "the tree costs more per step". Each factor's interval comes
     from the pairs; the identity holds exactly per cell, and so for the geometric means."""
     rows, refusals = [], []
-    by_kind = {k: {a.block_size: a for a in run.profile.arms if a.kind == k and run.profile.cuda_graphs(a)}
-               for k in ("chain", "linear")}
-    eager = {k: {a.block_size: a for a in run.profile.arms if a.kind == k and not run.profile.cuda_graphs(a)}
-             for k in ("chain", "linear")}
-    for x in (a for a in run.profile.arms if a.kind in ("tree", "chain")):
-        pool = by_kind if run.profile.cuda_graphs(x) else eager
+    p = run.profile
+    refs = {(a.kind, a.block_size, p.cuda_graphs(a)): a for a in p.arms if a.kind in ("chain", "linear")}
+    for x in (a for a in p.arms if a.kind in ("tree", "chain")):
         for ref_kind in ("chain", "linear") if x.kind == "tree" else ("linear",):
-            y = pool[ref_kind].get(x.block_size)
+            y = refs.get((ref_kind, x.block_size, p.cuda_graphs(x)))
             if y is None:
                 refusals.append(f"no {ref_kind} arm with block size {x.block_size} and the same CUDA graphs "
                                 f"switch to decompose {x.id} against")

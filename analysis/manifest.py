@@ -47,6 +47,12 @@ class Manifest(BaseModel):
         return (self.models.get(role) or {}).get("sha256")
 
     @property
+    def sglang_build(self) -> dict:
+        """The SGLang source that served the run, as its bundle layer recorded it (repo, commit,
+        cherry-picks, head); {} for a run not served from an H200 bundle of the DDTree fork."""
+        return ((self.model_extra or {}).get("sglang_source") or {}).get("source") or {}
+
+    @property
     def digest_matches(self) -> bool | None:
         """Whether profile_digest is the hash of the profile it travels with."""
         return None if self.profile_digest is None else self.profile_digest == self.profile.digest()

@@ -44,6 +44,11 @@ def per_request(req: pd.DataFrame, chunks: pd.DataFrame, kinds: dict[str, str]) 
     return r
 
 
+def mid_unix(cells: pd.DataFrame, suffix: str = "") -> pd.Series:
+    """Each cell's wall-clock middle: when it ran, for pairing and for the drift fit."""
+    return (cells[f"started_unix{suffix}"].astype(float) + cells[f"ended_unix{suffix}"].astype(float)) / 2
+
+
 def chunk_gaps(chunks: pd.DataFrame) -> pd.DataFrame:
     """Time between successive content chunks of one request (what bench tools call ITL)."""
     req = chunks["req"].to_numpy()

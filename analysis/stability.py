@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from analysis.metrics import mid_unix
 from analysis.stats import LEVEL
 
 CLOCK_BAND = 0.05
@@ -36,7 +37,7 @@ def drift(cells: pd.DataFrame, level: float = LEVEL) -> dict:
            "slope_hi": float("nan"), "df": 0}
     if ok.empty:
         return out
-    t = (ok["started_unix"].astype(float) + ok["ended_unix"].astype(float)) / 2
+    t = mid_unix(ok)
     y = np.log(ok["throughput"].astype(float))
     g = ok["arm"].astype(str) + "@" + ok["concurrency"].astype(str)
     tc = t - t.groupby(g).transform("mean")

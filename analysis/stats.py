@@ -123,6 +123,13 @@ def n_to_resolve(effect: float, sd: float, level: float = LEVEL, power: float = 
     return None
 
 
+def _no_ratio() -> dict:
+    """A ratio's fields before any is known (no pair, or too few repetitions for an interval)."""
+    nan = float("nan")
+    return {"pairs": 0, "ratio": nan, "ratio_lo": nan, "ratio_hi": nan, "sign_p": nan, "wins": 0, "sd_x": nan,
+            "sd_y": nan, "sd_pair": nan, "mde": nan, "n_to_resolve": None}
+
+
 def paired_log_ratio(x, y, level: float = LEVEL) -> dict:
     """X/Y from repetition pairs (x_i, y_i adjacent in time): everything on the log scale.
 
@@ -135,9 +142,7 @@ def paired_log_ratio(x, y, level: float = LEVEL) -> dict:
     lx, ly = np.log(x[keep]), np.log(y[keep])
     d = lx - ly
     n = len(d)
-    out = {"pairs": n, "ratio": float("nan"), "ratio_lo": float("nan"), "ratio_hi": float("nan"),
-           "sign_p": sign_test(d), "wins": int((d > 0).sum()), "sd_x": float("nan"), "sd_y": float("nan"),
-           "sd_pair": float("nan"), "mde": float("nan"), "n_to_resolve": None}
+    out = {**_no_ratio(), "pairs": n, "sign_p": sign_test(d), "wins": int((d > 0).sum())}
     if n == 0:
         return out
     out["ratio"] = float(np.exp(d.mean()))
@@ -155,9 +160,7 @@ def unpaired_log_ratio(x, y, level: float = LEVEL) -> dict:
     """X/Y from two independent sets of repetitions (different runs: no pair is adjacent in time):
     ratio of geometric means with a Welch t-interval on the log scale."""
     lx, ly = np.log(_finite(x)[_finite(x) > 0]), np.log(_finite(y)[_finite(y) > 0])
-    out = {"pairs": 0, "ratio": float("nan"), "ratio_lo": float("nan"), "ratio_hi": float("nan"),
-           "sign_p": float("nan"), "wins": 0, "sd_x": float("nan"), "sd_y": float("nan"), "sd_pair": float("nan"),
-           "mde": float("nan"), "n_to_resolve": None}
+    out = _no_ratio()
     if len(lx) == 0 or len(ly) == 0:
         return out
     out["ratio"] = float(np.exp(lx.mean() - ly.mean()))

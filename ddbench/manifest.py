@@ -117,17 +117,19 @@ def package_versions() -> dict:
 BUNDLE_MARKER = ".h200-bundle.json"
 
 
+def bundle_marker(site: str | Path) -> dict | None:
+    """What an unpacked H200 bundle layer records in its site dir; None where none was unpacked."""
+    try:
+        return json.loads((Path(site) / BUNDLE_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def h200_bundles() -> list[dict]:
     """The H200 bundle layers on PYTHONPATH, in path order, as their markers record them: layer,
     archive and parts sha256, and for the DDTree fork its repo, SHA, cherry-picks and trees. [] elsewhere."""
-    out = []
-    for entry in filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)):
-        try:
-            marker = json.loads((Path(entry) / BUNDLE_MARKER).read_text())
-        except (OSError, ValueError):
-            continue
-        out.append({"site": entry, **marker})
-    return out
+    entries = filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))
+    return [{"site": e, **m} for e in entries if (m := bundle_marker(e)) is not None]
 
 
 def sglang_source() -> dict | None:
@@ -141,10 +143,7 @@ def sglang_source() -> dict | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     site = Path(next(iter(spec.submodule_search_locations))).parent
-    try:
-        marker = json.loads((site / BUNDLE_MARKER).read_text())
-    except (OSError, ValueError):
-        marker = None
+    marker = bundle_marker(site)
     return {"site": str(site), "layer": marker.get("layer") if marker else None,
             "source": marker.get("source") if marker else None}
 

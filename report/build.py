@@ -86,7 +86,7 @@ def _ddtree_build(a: Analysis) -> dict | None:
     """The SGLang DDTree build that served the run: its source, the overlay check, its stage costs."""
     if a.run.profile.backend.ddtree != "fork":
         return None
-    source = ((a.run.manifest.model_extra or {}).get("sglang_source") or {}).get("source") or {}
+    source = a.run.manifest.sglang_build
     picks = ", ".join(f"{p.get('repo', '').removeprefix('https://github.com/')}@{str(p.get('commit'))[:9]}"
                       for p in source.get("cherry_picks") or [])
     overlay = a.checks[a.checks["check"].str.startswith("DDTree build's DFLASH")]

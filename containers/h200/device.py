@@ -146,11 +146,17 @@ def _key(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
-def unexpected_versions(docs: list[dict], path: list[str]) -> list[str]:
-    """A shadowing layer's `expects` (distribution -> version) that the path does not hold."""
+def distributions(path: list[str]) -> dict:
+    """Installed distributions on `path` by normalized name; the first on the path wins, as for imports."""
     dists = {}
     for d in md.distributions(path=path):
         dists.setdefault(_key(d.metadata["Name"]), d)
+    return dists
+
+
+def unexpected_versions(docs: list[dict], path: list[str]) -> list[str]:
+    """A shadowing layer's `expects` (distribution -> version) that the path does not hold."""
+    dists = distributions(path)
     out = []
     for doc in docs:
         for name, want in (doc.get("expects") or {}).items():
@@ -168,16 +174,13 @@ def unmet_requirements(docs: list[dict], path: list[str]) -> list[str]:
         from packaging.requirements import Requirement
     except ImportError:  # the image has packaging; without it this check is skipped, not guessed
         return ["(not checked: the `packaging` module is not importable)"]
-    dists = {}
-    for d in md.distributions(path=path):
-        key = d.metadata["Name"].lower().replace("_", "-").replace(".", "-")
-        dists.setdefault(key, d)  # the first on the path wins, as for imports
+    dists = distributions(path)
     out = []
     for doc in docs:
         for wheel in doc["wheels"]:
             if not wheel.get("requires_checked", True):
                 continue
-            dist = dists.get(wheel["name"].lower().replace("_", "-").replace(".", "-"))
+            dist = dists.get(_key(wheel["name"]))
             if dist is None:
                 out.append(f"{wheel['name']}: not found after unpacking")
                 continue
@@ -185,7 +188,7 @@ def unmet_requirements(docs: list[dict], path: list[str]) -> list[str]:
                 req = Requirement(text)
                 if req.marker is not None and not req.marker.evaluate({"extra": ""}):
                     continue
-                have = dists.get(req.name.lower().replace("_", "-").replace(".", "-"))
+                have = dists.get(_key(req.name))
                 if have is None:
                     out.append(f"{wheel['name']} needs {text}: not installed")
                 elif not req.specifier.contains(have.version, prereleases=True):

@@ -79,7 +79,7 @@ import httpx
 from containers.bringup import up
 from containers.ready import BringUpError
 from containers.sweep import up_together
-from ddbench.manifest import BUNDLE_MARKER, now_iso
+from ddbench.manifest import bundle_marker, now_iso
 from ddbench.profile import REPO_ROOT, Arm, Profile, ProfileError, load_profile, repo_path
 from ddbench.prompts import Prompt, load_prompts, prompt_set_digest
 from ddbench.results import SERVER_LOG, write_json_atomic
@@ -119,17 +119,10 @@ def prompts_record(profile: Profile, prompts: list[Prompt]) -> dict:
             "ignore_eos": wl.ignore_eos}
 
 
-def marker(entry: str) -> dict | None:
-    try:
-        return json.loads((Path(entry) / BUNDLE_MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def split_pythonpath(pythonpath: str) -> tuple[list[str], list[str]]:
     """(stock, fork) PYTHONPATH entries: stock is the set-up path without the sglang-ddtree site."""
     entries = [e for e in pythonpath.split(os.pathsep) if e]
-    fork_sites = [e for e in entries if (marker(e) or {}).get("layer") == FORK_LAYER]
+    fork_sites = [e for e in entries if (bundle_marker(e) or {}).get("layer") == FORK_LAYER]
     if not fork_sites:
         raise DiagnosticError(f"no {FORK_LAYER} site on PYTHONPATH ({pythonpath or 'unset'}): "
                               f"e=$(sh containers/h200/setup.sh harness sglang {FORK_LAYER}) && eval \"$e\"")
@@ -266,7 +259,7 @@ def measure(server, prompts: list[Prompt], profile: Profile, t0: float) -> dict:
 
 def fork_build(entries: list[str]) -> dict | None:
     for e in entries:
-        m = marker(e)
+        m = bundle_marker(e)
         if m and m.get("layer") == FORK_LAYER:
             return m.get("source")
     return None
