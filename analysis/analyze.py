@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from analysis import checks, compare, correctness, crosscheck, ingest, metrics, stability, stagecost, triage
 from ddbench.results import TABLES, write_bytes_atomic
@@ -153,6 +154,10 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
     """Mixed-type object columns (lists beside None, bools beside NaN) as strings Arrow can store."""
     df = df.copy()
     for col in df.columns:
+        if isinstance(df[col].dtype, pd.ArrowDtype) and pa.types.is_list(df[col].dtype.pyarrow_dtype):
+            # pandas cannot read back the Arrow list dtype it writes in the file's metadata; Python lists
+            # store as the same Arrow list column and read back as lists
+            df[col] = pd.Series(df[col].tolist(), index=df.index, dtype=object)
         if df[col].dtype == object:
             kinds = {type(v) for v in df[col].dropna()}
             if len(kinds) > 1 or (kinds and kinds <= {list, tuple, dict} and col not in ingest.SPEC_HISTOGRAMS):

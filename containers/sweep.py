@@ -38,7 +38,8 @@ def _failed(arm: str, c: int, r: int, cell_dir: Path, reason: str) -> CellStatus
 
 
 def up_together(profile: Profile, arms: list[str], run_dir: Path, **kw) -> tuple[dict, dict[str, str]]:
-    """Bring arms up: the first alone, the rest in parallel. Returns (servers, why each other arm is not up)."""
+    """Bring arms up: the first alone, the rest in parallel, then any that failed alone once more.
+    Returns (servers, why each other arm is not up)."""
     servers, down = {}, {}
 
     def one(arm: str):
@@ -52,6 +53,13 @@ def up_together(profile: Profile, arms: list[str], run_dir: Path, **kw) -> tuple
             one(arms[0])
         with ThreadPoolExecutor(max_workers=max(1, len(arms) - 1)) as pool:
             list(pool.map(one, arms[1:]))
+        # Servers started together race for GPU memory (SGLang sizes its pool from what is free at
+        # its start), so an arm that failed beside others gets one more try alone; the log keeps both.
+        for arm in [a for a in arms[1:] if a in down]:
+            first = down.pop(arm)
+            one(arm)
+            if arm in down:
+                down[arm] = f"{down[arm]} (twice: first beside the other arms, then alone; first: {first})"
     except BaseException:  # Ctrl-C during bring-up: leave nothing running
         for s in servers.values():
             s.stop()

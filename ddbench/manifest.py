@@ -36,6 +36,11 @@ def git_state() -> dict:
             return None
         return out.stdout.strip() if out.returncode == 0 else None
 
+    # A copy of the tree on a remote machine may carry a stale .git; whoever sent the copy names
+    # its commit (DDBENCH_GIT_SHA, and DDBENCH_GIT_DIRTY=1 if the copy had changes).
+    if os.environ.get("DDBENCH_GIT_SHA"):
+        return {"sha": os.environ["DDBENCH_GIT_SHA"], "dirty": os.environ.get("DDBENCH_GIT_DIRTY") == "1",
+                "from": "DDBENCH_GIT_SHA"}
     sha = git("rev-parse", "HEAD")
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"sha": sha, "dirty": None if status is None else bool(status)}

@@ -4,6 +4,8 @@ handrun.py, each number worked out here by hand; and how compare_with is resolve
 import json
 import shutil
 
+import numpy as np
+import pandas as pd
 import pytest
 from handrun import MS, T0, hand_records, profile, rec, write_hand_run
 
@@ -94,6 +96,10 @@ def test_tables_are_written_and_removed(tmp_path, target):
     for name in crosscheck.TABLE_NAMES:
         assert (t / f"{name}.csv").is_file() and (t / f"{name}.parquet").is_file()
     assert "tree-b4-k2" in (t / "crosscheck.csv").read_text()
+    for pq in t.glob("*.parquet"):   # every table reads back with pandas, the per-request lists too
+        pd.read_parquet(pq)
+    hist = pd.read_parquet(t / "requests.parquet")["spec_accepted_depth_histogram"].dropna()
+    assert len(hist) and all(isinstance(v, (list, np.ndarray)) for v in hist)
     # analysed alone (the other run has no compare_with): no cross-check table, and none left over
     shutil.copytree(t, other / "tables")
     a = analyze(other, bootstrap=20)

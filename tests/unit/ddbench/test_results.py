@@ -126,3 +126,12 @@ def test_a_run_packed_then_resumed_keeps_both_slices_of_its_server_log(tmp_path)
     pack(run)
     assert not log.exists()
     assert read_run_text(log) == "slice 1: fired up\nCache flushed successfully!\nslice 2: fired up\n"
+
+
+def test_git_state_names_the_sent_commit_when_the_copy_says_so(monkeypatch):
+    from ddbench.manifest import git_state
+    monkeypatch.delenv("DDBENCH_GIT_SHA", raising=False)
+    assert "from" not in git_state()
+    monkeypatch.setenv("DDBENCH_GIT_SHA", "a" * 40)
+    monkeypatch.setenv("DDBENCH_GIT_DIRTY", "1")
+    assert git_state() == {"sha": "a" * 40, "dirty": True, "from": "DDBENCH_GIT_SHA"}
