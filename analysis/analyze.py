@@ -33,6 +33,7 @@ class Analysis:
     checks: pd.DataFrame
     drift: pd.DataFrame = field(default_factory=pd.DataFrame)      # the run's drift rate (analysis.stability)
     gpu_band: pd.DataFrame = field(default_factory=pd.DataFrame)   # per cell: SM clock and power vs the run's band
+    host_cpu: pd.DataFrame = field(default_factory=pd.DataFrame)   # per cell: other work on the host, in cores
     stage_cost: pd.DataFrame = field(default_factory=pd.DataFrame)  # SGLang DDTree's step split (a diagnostic)
     boots: dict = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)
@@ -73,14 +74,15 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     drift = stability.drift(cells)
     speedups = stability.with_drift(speedups, drift)
     band = stability.gpu_band(run.telemetry, cells, speedups)
+    host = stability.host_quiet(run.telemetry, cells, speedups)
     decomposition, more = compare.decomposition(run, cells, boots)
     categories = compare.per_category(run, slim, cells, boots)
     lossless, note = correctness.lossless(run.profile, req)
     tri = triage.triage(run, req)
-    trust = checks.run_checks(run, req, cells, lossless, min_requests, speedups, drift, band, triage=tri)
+    trust = checks.run_checks(run, req, cells, lossless, min_requests, speedups, drift, band, triage=tri, host=host)
     res = Analysis(run, req, cells, summary, speedups, decomposition, categories, lossless, note, trust,
-                   drift=stability.drift_table(drift), gpu_band=band, stage_cost=stagecost.read(run.path),
-                   boots=boots, refusals=refusals + more, triage=tri)
+                   drift=stability.drift_table(drift), gpu_band=band, host_cpu=host,
+                   stage_cost=stagecost.read(run.path), boots=boots, refusals=refusals + more, triage=tri)
     if other_path is not None:
         other = analyze(other_path, bootstrap, seed, min_requests, cross=False)
         res.crosscheck = crosscheck.cross_check(res, other)
@@ -129,7 +131,7 @@ def write_tables(a: Analysis) -> list[Path]:
               "cells": a.cells, "summary": a.summary,
               "speedups": a.speedups, "decomposition": a.decomposition, "categories": a.categories,
               "lossless": a.lossless, "checks": a.checks, "drift": a.drift, "gpu_band": a.gpu_band,
-              "stage_cost": a.stage_cost,
+              "host_cpu": a.host_cpu, "stage_cost": a.stage_cost,
               "server_log": a.run.log, "server_metrics": a.run.server,
               "telemetry": a.run.telemetry}
     if a.triage is not None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from analysis import stability
 from analysis.ingest import Run, dense
 from analysis.triage import CHAIN, LOSSLESS
 
@@ -39,7 +41,7 @@ class Check:
 
 def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.DataFrame | None,
                min_requests: int = MIN_REQUESTS, speedups: pd.DataFrame | None = None, drift: dict | None = None,
-               band: pd.DataFrame | None = None, triage=None) -> pd.DataFrame:
+               band: pd.DataFrame | None = None, triage=None, host: pd.DataFrame | None = None) -> pd.DataFrame:
     out: list[Check] = []
     kinds = {a.id: a.kind for a in run.profile.arms}
     out += _profile_digest(run)
@@ -47,6 +49,7 @@ def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.Da
     out += _min_requests(cells, min_requests)
     out.append(_drift(speedups, drift))
     out += _gpu_band(band)
+    out += _host_quiet(host)
     tau_cols = req[["arm", "concurrency", "repetition", "ok", "completion_tokens", "spec_verify_ct"]]
     for cell in cells.to_dict("records"):
         scope = f"{cell['arm']} C={cell['concurrency']} rep {cell['repetition']}"
@@ -91,7 +94,10 @@ def _overlay(run: Run) -> list[Check]:
         return []
     path = run.path / OVERLAY_CHECK
     if not path.is_file():
-        return [Check(name, "run", FAIL, f"no {OVERLAY_CHECK}: the build was not checked against stock SGLang "
+        path = _same_build_check(run)
+    if path is None:
+        return [Check(name, "run", FAIL, f"no {OVERLAY_CHECK}, here or in another run of this build: the build was "
+                                         "not checked against stock SGLang "
                                          "(python -m containers.h200.diagnostics overlay-check RUN_DIR)")]
     try:
         doc = json.loads(path.read_text())
@@ -108,7 +114,24 @@ def _overlay(run: Run) -> list[Check]:
     if served.get("commit") and checked.get("commit") and served.get("head") != checked.get("head"):
         return [Check(name, "run", FAIL, f"{facts}; but the check ran build {str(checked.get('head'))[:12]} and "
                                          f"the run was served by {str(served.get('head'))[:12]}")]
+    if path != run.path / OVERLAY_CHECK:
+        facts += f"; checked once for this build, in {path.parent.parent.relative_to(run.path.parent.parent)}"
     return [Check(name, "run", PASS if doc.get("passed") else FAIL, facts)]
+
+
+def _same_build_check(run: Run) -> Path | None:
+    """The check is once per build: another run beside this one (results/<profile>/<run>) that ran it on the
+    build that served this run, the newest first."""
+    head = run.manifest.sglang_build.get("head")
+    if not head:
+        return None
+    for path in sorted(run.path.parent.parent.glob(f"*/*/{OVERLAY_CHECK}"), reverse=True):
+        try:
+            if (json.loads(path.read_text()).get("build") or {}).get("head") == head:
+                return path
+        except ValueError:
+            continue
+    return None
 
 
 def _finished(cell, scope) -> Check:
@@ -175,6 +198,23 @@ def _gpu_band(band: pd.DataFrame | None) -> list[Check]:
         else:
             out.append(Check(name, scope, PASS, ev))
     return out
+
+
+def _host_quiet(host: pd.DataFrame | None) -> list[Check]:
+    """One line for the run: the cells during which other work took CPU on the host, with what they touch."""
+    name = "host quiet (no other work beside the sweep)"
+    if host is None or host.empty:
+        return [Check(name, "run", NA, "no host samples of foreign CPU (recorded since 2026-12-01)")]
+    busy = host[host["busy"].astype(bool)]
+    worst = host.loc[host["foreign_cores"].idxmax()]
+    facts = (f"{len(busy)} of {len(host)} cells had more than {stability.FOREIGN_CORES} core(s) of other work; "
+             f"median over cells {host['foreign_cores'].median():.2f}, most {worst['foreign_cores']:.2f} "
+             f"({worst['arm']} C={worst['concurrency']} rep {worst['repetition']})")
+    if busy.empty:
+        return [Check(name, "run", PASS, facts)]
+    cells = "; ".join(f"{r.arm} C={r.concurrency} rep {r.repetition} ({r.foreign_cores:.2f})"
+                      for r in busy.head(6).itertuples())
+    return [Check(name, "run", FAIL, f"{facts}: {cells}{' ...' if len(busy) > 6 else ''}")]
 
 
 def _errors(cell, scope) -> Check:

@@ -43,10 +43,11 @@ VARY = ("backend", "backend version", "image", "attention backend", "overlap sch
 ARM_COLUMNS = [
     "arm", "arm_other", "kind", "what", "temperature", "tau_basis", "tau_this", "tau_this_lo", "tau_this_hi",
     "tau_other", "tau_other_lo", "tau_other_hi",
-    "tau_gap_pct", "tau_gap_pct_lo", "tau_gap_pct_hi", "tau_within_tolerance", "tau_server_this",
+    "tau_gap_pct", "tau_gap_pct_lo", "tau_gap_pct_hi", "same_prompt_mix", "tau_within_tolerance", "tau_server_this",
     "tau_server_this_source", "tau_server_other", "tau_server_other_source", "n_this", "n_other",
     "pairs", "identical", "agreement_rate", "prefix_chars_mean", "prefix_fraction_mean", "prefix_tokens_mean",
-    "unpaired_this", "unpaired_other", "differing_prompts", "note"]
+    "unpaired_this", "unpaired_other", "differing_prompts", "tau_this_where_identical", "tau_this_where_differing",
+    "tau_other_where_identical", "tau_other_where_differing", "note"]
 THROUGHPUT_COLUMNS = ["arm", "arm_other", "concurrency", "throughput_this", "throughput_other", "ratio", "ratio_lo",
                       "ratio_hi", "tpot_ratio", "tpot_ratio_lo", "tpot_ratio_hi", "reps_this", "reps_other"]
 TABLE_NAMES = ("crosscheck", "crosscheck_throughput", "crosscheck_sides", "crosscheck_notes")
@@ -241,8 +242,26 @@ def _tau(this: Analysis, other: Analysis, ax: str, ay: str) -> dict:
         out["tau_this"], out["tau_other"] = tx, ty
         out["note"] += "; compared as each server's own tau over the same cells"
     out["tau_gap_pct"] = 100 * (tx / ty - 1)
-    out["tau_within_tolerance"] = bool(abs(tx / ty - 1) <= TAU_TOLERANCE)
+    # τ varies from prompt to prompt far more than 5%: judged only over the same prompts in the same proportions
+    out["same_prompt_mix"] = _prompt_mix(this, ax).equals(_prompt_mix(other, ay))
+    if out["same_prompt_mix"]:
+        out["tau_within_tolerance"] = bool(abs(tx / ty - 1) <= TAU_TOLERANCE)
+    else:
+        out["note"] = "; ".join(filter(None, [out.get("note"), (
+            "not judged against the tolerance: the two runs' C=1 cells sent different prompt mixes "
+            f"({_mix_text(this, ax)} here, {_mix_text(other, ay)} there)")]))
     return out
+
+
+def _prompt_mix(a: Analysis, arm: str) -> pd.Series:
+    """Each prompt's share of the arm's measured C=1 requests."""
+    counts = _measured_c1(a, arm)["prompt_id"].value_counts()
+    return (counts / counts.sum()).sort_index().round(12)
+
+
+def _mix_text(a: Analysis, arm: str) -> str:
+    r = _measured_c1(a, arm)
+    return f"{len(r)} requests over {r['prompt_id'].nunique()} prompts"
 
 
 def _measured_c1(a: Analysis, arm: str) -> pd.DataFrame:
@@ -252,7 +271,8 @@ def _measured_c1(a: Analysis, arm: str) -> pd.DataFrame:
     r = a.requests
     r = r[(r["arm"] == arm) & (r["concurrency"] == 1) & ~r["warmup"].astype(bool) & r["ok"].astype(bool)
           & r["repetition"].isin(ok_reps["repetition"].tolist())]
-    r = r[["repetition", "prompt_id", "send_ns", "temperature", "text"]].copy()
+    cols = ["repetition", "prompt_id", "send_ns", "temperature", "text"]
+    r = r[cols + [c for c in ("n_tokens", "spec_verify_ct") if c in r.columns]].copy()
     r["prompt_id"] = r["prompt_id"].astype(str)
     r = r.sort_values(["repetition", "send_ns"], kind="stable")
     r["occurrence"] = r.groupby(["repetition", "prompt_id"]).cumcount()
@@ -280,6 +300,13 @@ def _agreement(this: Analysis, other: Analysis, ax: str, ay: str, tok) -> dict:
     if tok is not None:
         out["prefix_tokens_mean"] = float(np.mean([len(tok.encode(p, add_special_tokens=False).ids)
                                                    for p in prefix]))
+    # τ follows the text generated: where the two engines' outputs part (bf16 near-ties), each side's τ is
+    # over different tokens. A side with per-request verify counts shows how far that alone moves it.
+    for side in ("this", "other"):
+        if f"spec_verify_ct_{side}" in m.columns and m[f"spec_verify_ct_{side}"].notna().all():
+            for label, rows in (("identical", m[same]), ("differing", m[[not v for v in same]])):
+                steps = rows[f"spec_verify_ct_{side}"].astype(float).sum()
+                out[f"tau_{side}_where_{label}"] = rows[f"n_tokens_{side}"].sum() / steps if steps else np.nan
     bad = sorted({p for p, s in zip(m["prompt_id"], same, strict=True) if not s})
     out["differing_prompts"] = ", ".join(bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else "")
     return out

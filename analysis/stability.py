@@ -25,6 +25,10 @@ from analysis.stats import LEVEL
 
 CLOCK_BAND = 0.05
 POWER_BAND = 0.15
+# other work on the host during a cell, in cores: a quiet machine shows 0.00-0.05 (its daemons); a test
+# suite or a build beside the sweep shows 0.5-1, and on 2 cores moves arms' ratios by several percent
+FOREIGN_CORES = 0.2
+HOST_COLUMNS = ["arm", "concurrency", "repetition", "foreign_cores", "samples", "busy", "comparisons"]
 DRIFT_COLUMNS = ["cells", "groups", "span_s", "rate_per_10min", "rate_lo", "rate_hi", "over_run", "df"]
 BAND_COLUMNS = ["arm", "concurrency", "repetition", "sm_clock_mhz", "clock_band_lo", "clock_band_hi", "power_w",
                 "power_band_lo", "power_band_hi", "outside", "comparisons"]
@@ -121,3 +125,22 @@ def _touched(speedups: pd.DataFrame, arm: str, c: int) -> str:
         return ""
     s = speedups[(speedups["concurrency"] == c) & ((speedups["arm"] == arm) | (speedups["baseline"] == arm))]
     return "; ".join(f"{r.arm}/{r.baseline}" for r in s.itertuples())
+
+
+def host_quiet(telemetry: pd.DataFrame, cells: pd.DataFrame, speedups: pd.DataFrame) -> pd.DataFrame:
+    """Per ok cell whose host samples carry foreign_cores (containers/telemetry.py's ForeignCpu): the
+    median CPU, in cores, that the host spent outside the sweep's own processes during the cell."""
+    if telemetry.empty or "foreign_cores" not in telemetry:
+        return pd.DataFrame(columns=HOST_COLUMNS)
+    h = telemetry[(telemetry["source"] == "host")]
+    h = h[pd.to_numeric(h["foreign_cores"], errors="coerce").notna()]
+    per = []
+    for r in cells[cells["status"] == "ok"].itertuples():
+        m = h[(h["arm"] == r.arm) & (h["concurrency"] == r.concurrency) & (h["repetition"] == r.repetition)]
+        if m.empty:
+            continue
+        load = _median(m["foreign_cores"])
+        per.append({"arm": r.arm, "concurrency": int(r.concurrency), "repetition": int(r.repetition),
+                    "foreign_cores": load, "samples": len(m), "busy": bool(load > FOREIGN_CORES),
+                    "comparisons": _touched(speedups, r.arm, int(r.concurrency)) if load > FOREIGN_CORES else ""})
+    return pd.DataFrame(per, columns=HOST_COLUMNS)

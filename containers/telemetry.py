@@ -144,10 +144,49 @@ def open_source(gpus: list[int] | None) -> tuple[object | None, str]:
     return None, "; ".join(reasons)
 
 
-def host_sample() -> dict:
+class ForeignCpu:
+    """CPU the host spent outside this process and its descendants (the servers of a local runtime, the
+    load generator) since the last reading, in cores: on a shared machine, other work that a cell's
+    throughput would silently absorb. A containerized server is not a descendant, and counts as foreign."""
+
+    def __init__(self):
+        self._last: tuple[float, float, dict[int, float]] | None = None
+
+    @staticmethod
+    def _busy() -> float:
+        t = psutil.cpu_times()
+        return sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+
+    @staticmethod
+    def _ours() -> dict[int, float]:
+        me = psutil.Process()
+        out = {}
+        for p in [me, *me.children(recursive=True)]:
+            try:
+                t = p.cpu_times()
+                out[p.pid] = t.user + t.system
+            except psutil.Error:   # exited between the listing and the reading
+                continue
+        return out
+
+    def read(self) -> float | None:
+        now, busy, ours = time.monotonic(), self._busy(), self._ours()
+        last, self._last = self._last, (now, busy, ours)
+        if last is None or now <= last[0]:
+            return None
+        t0, busy0, ours0 = last
+        # a process new since the last reading counts from 0; one that exited drops its final interval
+        own = sum(cpu - ours0.get(pid, 0.0) for pid, cpu in ours.items())
+        return round(max(0.0, (busy - busy0) - own) / (now - t0), 3)
+
+
+def host_sample(foreign: ForeignCpu | None = None) -> dict:
     mem = psutil.virtual_memory()
-    return {"cpu_pct": psutil.cpu_percent(interval=None), "mem_used_bytes": mem.total - mem.available,
-            "load1": psutil.getloadavg()[0]}
+    out = {"cpu_pct": psutil.cpu_percent(interval=None), "mem_used_bytes": mem.total - mem.available,
+           "load1": psutil.getloadavg()[0]}
+    if foreign is not None:
+        out["foreign_cores"] = foreign.read()
+    return out
 
 
 class Telemetry:
@@ -168,6 +207,8 @@ class Telemetry:
             head["reason"] = detail
         self._write(head)
         psutil.cpu_percent(interval=None)  # the first reading is meaningless; this primes it
+        self.foreign = ForeignCpu()
+        self.foreign.read()
         self._thread = threading.Thread(target=self._run, name="telemetry", daemon=True)
         self._thread.start()
         return self
@@ -182,7 +223,8 @@ class Telemetry:
                 break
 
     def sample(self) -> None:
-        row = {"kind": "sample", "t_unix": time.time(), "t_ns": time.perf_counter_ns(), "host": host_sample()}
+        row = {"kind": "sample", "t_unix": time.time(), "t_ns": time.perf_counter_ns(),
+               "host": host_sample(self.foreign)}
         if self.source is not None:
             try:
                 row["gpus"] = self.source.sample()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -195,6 +196,10 @@ def _ran(profile: Profile, run: RunDir, reps: range | None, t0: float) -> dict:
             "slices": [*m.get("slices", []), part]}
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def _span(text: str) -> range:
     m = re.fullmatch(r"(\d+)(?:-(\d+))?", text)
     if not m or int(m.group(1)) < 1 or (m.group(2) and int(m.group(2)) < int(m.group(1))):
@@ -249,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
         start_run(profile, source, run)
     console.print(f"run {run.path}", highlight=False)
     t0 = time.time()
+    # `timeout` (a slice of device time cut short) sends SIGTERM: treat it as Ctrl-C, so that the servers
+    # go down and the manifest records what ran
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         sweep(profile, run, a.repetitions)
     except KeyboardInterrupt:
@@ -256,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"\ninterrupted; no server is left running. Resume with:\n"
                       f"  just reproduce {a.profile} --resume {run.path}", highlight=False)
         return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     left = pending_cells(profile, run)
     finish_run(run, interrupted=False, sweep_s=round(time.time() - t0, 1),
                cells={"total": len(profile.cells()), "ok": len(profile.cells()) - len(left), "not_ok": len(left)},

@@ -142,11 +142,15 @@ def reading(x: CrossCheck) -> Markup:
     spec = _spec(x)
     if len(spec):
         agree = spec[spec["tau_within_tolerance"] == True]  # noqa: E712 (object column: True, False or None)
+        judged = spec[spec["tau_within_tolerance"].map(lambda v: v is True or v is False or v in (0, 1))]
         gaps = ", ".join(f"{escape(r.arm)} {_pct(r.tau_gap_pct)}\\%" for r in spec.itertuples())
-        plural = "s" if len(spec) != 1 else ""
-        out.append(f"At {_temperature(x)} and C=1, {len(agree)} of {len(spec)} speculative arm{plural} "
-                   f"measured on both sides {'agree' if len(spec) != 1 else 'agrees'} in $\\tau$ within {tol} "
+        plural = "s" if len(judged) != 1 else ""
+        out.append(f"At {_temperature(x)} and C=1, {len(agree)} of {len(judged)} speculative arm{plural} "
+                   f"judged on both sides {'agree' if len(judged) != 1 else 'agrees'} in $\\tau$ within {tol} "
                    f"between A ({a}) and B ({b}) (gap A/B$-$1: {gaps}).")
+        if len(judged) < len(spec):
+            out.append(f"{len(spec) - len(judged)} not judged: the two runs' C=1 cells sent different prompt "
+                       "mixes, and $\\tau$ varies from prompt to prompt by more than the tolerance.")
     else:
         out.append(f"No speculative arm has $\\tau$ measured at C=1 on both A ({a}) and B ({b}).")
     g = x.arms[x.arms["pairs"].map(_finite) & x.arms["identical"].map(_finite)]
@@ -187,8 +191,23 @@ def caveats(x: CrossCheck) -> list[Markup]:
         out.append(Markup(
             f"$\\tau$ of {escape(r.arm)} differs by {_pct(r.tau_gap_pct)}\\%{noise}: {num(r.tau_this, 2)} on A "
             f"against {num(r.tau_other, 2)} on B, more than the {100 * TAU_TOLERANCE:.0f}\\% expected of one "
-            f"algorithm. This run measured the gap, not its cause."))
+            f"algorithm.{_split(r)}"))
     return out
+
+
+def _split(r) -> str:
+    """Where one side's records carry per-request verify counts: its τ over the prompts whose outputs the two
+    engines share, and over those where they part (bf16 near-ties), against the other side's whole τ."""
+    for side, mark, other, whole in (("other", "B", "A", r.tau_this), ("this", "A", "B", r.tau_other)):
+        same, diff = getattr(r, f"tau_{side}_where_identical", None), getattr(r, f"tau_{side}_where_differing", None)
+        if _finite(same) and _finite(diff) and _finite(whole):
+            near = abs(whole / same - 1) <= TAU_TOLERANCE
+            return (f" Outputs are identical on {_int(r.identical)} of {_int(r.pairs)} pairs. Over those, {mark}'s "
+                    f"$\\tau$ is {num(same, 2)} ({num(diff, 2)} over the rest, whose tokens differ between the "
+                    f"engines), {'within' if near else 'still beyond'} {100 * TAU_TOLERANCE:.0f}\\% of {other}'s "
+                    f"{num(whole, 2)}: the split of outputs {'accounts for' if near else 'does not account for'} "
+                    f"the gap ({other} returns no per-request counts to split).")
+    return " This run measured the gap, not its cause."
 
 
 def summary_sentence(a: Analysis) -> Markup | None:

@@ -45,6 +45,11 @@ def _stability(a: Analysis) -> list[str]:
     flagged = a.gpu_band[a.gpu_band["outside"].astype(bool)] if len(a.gpu_band) else a.gpu_band
     if len(flagged):
         out.append(f"{len(flagged)} cell(s) left the run's GPU clock or power band (Section~\\ref{{sec:trust}}).")
+    busy = a.host_cpu[a.host_cpu["busy"].astype(bool)] if len(a.host_cpu) else a.host_cpu
+    if len(busy):
+        out.append(f"\\textbf{{Other work ran on the host}} during {len(busy)} of {len(a.host_cpu)} cells (up to "
+                   f"{num(busy['foreign_cores'].max(), 2)} cores beside the sweep): their ratios measure a shared "
+                   f"machine (Section~\\ref{{sec:trust}}).")
     return out
 
 

@@ -149,6 +149,21 @@ def gpu_band(a: Analysis) -> Markup:
     return latex(df, "lrrlrrp{6cm}")
 
 
+def host_cpu(a: Analysis) -> Markup:
+    h = a.host_cpu
+    if h.empty:
+        return Markup(r"\emph{(not recorded in this run)}")
+    busy = h[h["busy"].astype(bool)]
+    head = (f"median {num(h['foreign_cores'].median(), 2)} core(s) over {len(h)} cells, at most "
+            f"{num(h['foreign_cores'].max(), 2)}. ")
+    if busy.empty:
+        return Markup(head + "No cell was flagged.")
+    rows = [[escape(r["arm"]), str(r["concurrency"]), str(r["repetition"]), num(r["foreign_cores"], 2),
+             escape(r["comparisons"] or "none")] for r in busy.to_dict("records")]
+    df = pd.DataFrame(rows, columns=_h("arm", "C", "rep", "other work (cores)", "comparisons it touches"))
+    return Markup(head + f"{len(busy)} cell(s) flagged:") + latex(df, "lrrrp{7cm}")
+
+
 def schedule(a: Analysis) -> Markup:
     """The order the cells ran in, from their start times, as arm@C/rep runs."""
     c = a.cells.dropna(subset=["started_unix"]).sort_values("started_unix")

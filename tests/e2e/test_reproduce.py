@@ -128,3 +128,22 @@ def test_resume_refuses_another_profile(mini, tmp_path):
     out = subprocess.run([sys.executable, "-m", "ddbench", "reproduce", str(profile), "--resume", str(run.path),
                           "--results-root", str(root)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 1 and "different profile" in out.stderr
+
+
+def test_sigterm_from_timeout_records_what_ran(mini):
+    """A slice of device time cut by `timeout` (SIGTERM to the reproduce process alone): the servers go
+    down and the manifest says interrupted, with the cells that ran in order."""
+    profile, root = mini
+    proc = reproduce(profile, root)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list(root.glob("mini/*/ar/c1-r1/status.json")):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    log, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, log
+    m = only_run(root).manifest()
+    assert m["interrupted"] is True and m["slices"][0]["repetitions"] == "all"
+    assert m["schedule"]["ran"][0]["arm"] == "ar" and m["schedule"]["ran"][0]["status"] == "ok"
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if "refengine.serve" in " ".join(p.info["cmdline"] or [])
+                and str(profile.parent) in " ".join(p.info["cmdline"] or [])], "a server outlived SIGTERM"

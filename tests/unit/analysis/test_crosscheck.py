@@ -267,3 +267,27 @@ def test_unusable_compare_with_is_refused(tmp_path, make, match):
 def test_compare_with_itself_is_refused(hand_run):
     with pytest.raises(CrossCheckError, match="is this run itself"):
         crosscheck.locate(hand_run, None, hand_run)
+
+
+def test_tau_over_another_prompt_mix_is_not_judged(tmp_path, target):
+    """τ varies by prompt: when the other run's tree cell sent another prompt in place of one, the gap is
+    reported but not held against the tolerance."""
+    this, _ = _pair(tmp_path, target)
+    ar, tree = _other_records()
+    f2 = rec("tree-b4-k2", "F", 700, [(800, "a", 1), (840, " b c", 2), (880, " d e", 2), (940, " f", 1)], 950, 6,
+             spec=tree[1].spec, prompt="p2")
+    other = write_hand_run(tmp_path / "ref2", prof=profile(models={"target": target, "drafter": "d"}),
+                           ar=ar, tree=[tree[1], f2])
+    row = analyze(this, bootstrap=20, compare_with=other).crosscheck.arms.set_index("arm").loc["tree-b4-k2"]
+    assert row["same_prompt_mix"] is False or row["same_prompt_mix"] == False  # noqa: E712
+    assert row["tau_within_tolerance"] is None or pd.isna(row["tau_within_tolerance"])
+    assert "different prompt mixes (2 requests over 1 prompts here, 2 requests over 2 prompts there)" in row["note"]
+
+
+def test_tau_split_by_output_agreement_where_records_carry_verify_counts(tmp_path, target):
+    this, _ = _pair(tmp_path, target)
+    row = analyze(this, bootstrap=20).crosscheck.arms.set_index("arm").loc["tree-b4-k2"]
+    # both sides carry per-request counts here, and both tree pairs agree: (4 + 6) tokens over (1 + 3) steps
+    assert row["identical"] == 2 and row["pairs"] == 2
+    assert row["tau_this_where_identical"] == pytest.approx(10 / 4) and pd.isna(row["tau_this_where_differing"])
+    assert row["tau_other_where_identical"] == pytest.approx(10 / 3)

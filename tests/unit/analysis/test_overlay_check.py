@@ -63,3 +63,15 @@ def test_a_stock_run_has_no_overlay_check(tmp_path):
     run = write_run(tmp_path, Plan(concurrency=[1], repetitions=2, requests_per_user=4, failed_cell=None))
     c = analyze(run, bootstrap=20).checks
     assert (c["check"] == NAME).sum() == 0
+
+
+def test_the_check_of_this_build_in_another_run_counts_once_per_build(fork_run):
+    other = fork_run.parent.parent / "another-profile" / "20260101T000000Z-aaaaaa"
+    other.mkdir(parents=True)
+    _write(other, 95, 95, build={**BUILD, "head": "e" * 40})     # another build: does not count
+    assert _check(fork_run)["status"] == "fail"
+    _write(other, 95, 95)                                        # this build, checked in the other run
+    r = _check(fork_run)
+    assert r["status"] == "pass" and "checked once for this build, in another-profile/" in r["evidence"]
+    _write(other, 95, 170)
+    assert _check(fork_run)["status"] == "fail"

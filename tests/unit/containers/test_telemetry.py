@@ -64,3 +64,29 @@ def test_nvml_reports_clocks_temperature_power_and_throttling(tmp_path):
     assert gpu["index"] == 0 and gpu["sm_clock_mhz"] > 0 and gpu["mem_clock_mhz"] > 0
     assert 0 < gpu["temperature_c"] < 120 and gpu["power_w"] > 0
     assert isinstance(gpu["throttle_mask"], int) and gpu["memory_used_bytes"] > 0
+
+
+def _spin(seconds: float) -> None:
+    import time
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def test_foreign_cpu_counts_work_outside_this_process_tree_not_inside():
+    import subprocess
+    import sys
+    import time
+
+    from containers.telemetry import ForeignCpu
+
+    f = ForeignCpu()
+    assert f.read() is None                     # the first reading only primes it
+    _spin(0.8)                                  # our own work: not foreign
+    assert f.read() < 0.3
+    # a busy loop orphaned by its shell (reparented away from this tree): another tenant's work
+    loop = "import time\nend = time.monotonic() + 1.5\nwhile time.monotonic() < end: pass"
+    subprocess.run(["sh", "-c", f"'{sys.executable}' -c '{loop}' >/dev/null 2>&1 &"], check=True)
+    f.read()
+    time.sleep(1.0)
+    assert f.read() > 0.5

@@ -32,7 +32,7 @@ THR = [{"arm": "ar", "concurrency": 1, "ratio": 0.8}, {"arm": "tree-b15-k8", "co
 
 def test_reading_states_the_numbers():
     text = _plain(reading(_x(ARMS, THR)))
-    assert ("At T=0 and C=1, 1 of 2 speculative arms measured on both sides agree in $\\tau$ within 5\\% between "
+    assert ("At T=0 and C=1, 1 of 2 speculative arms judged on both sides agree in $\\tau$ within 5\\% between "
             "A (SGLang 0.5.15) and B (reference engine) (gap A/B$-$1: linear-b16 +3.4\\%, "
             "tree-b15-k8 +10.0\\%).") in text
     assert "identical for 25 of 30 paired requests (83.3\\%); per arm from 60.0\\% (tree-b15-k8) to 100.0\\% " \
@@ -68,3 +68,20 @@ def test_nothing_measured_says_so():
 def test_sampled_runs_do_not_claim_greedy():
     arms = [{**a, "temperature": 0.7} for a in ARMS]
     assert _plain(reading(_x(arms))).startswith("At T=0.7 and C=1, 1 of 2 speculative arms")
+
+
+def test_an_arm_over_another_prompt_mix_is_not_judged():
+    unjudged = {**_arm("tree-b31-k31", "tree", 5.0, 4.0, 20, 30), "tau_within_tolerance": None}
+    text = _plain(reading(_x([*ARMS, unjudged])))
+    assert "1 of 2 speculative arms judged" in text and "1 not judged: the two runs' C=1 cells sent different " \
+           "prompt mixes" in text
+    assert [c for c in caveats(_x([*ARMS, unjudged])) if "tree-b31-k31" in str(c)] == []
+
+
+def test_the_gap_line_splits_tau_by_output_agreement_where_one_side_can():
+    split = {**ARMS[2], "tau_other_where_identical": 4.3, "tau_other_where_differing": 3.5}
+    line = _plain(caveats(_x([ARMS[0], split]))[0])
+    assert "Outputs are identical on 6 of 10 pairs. Over those, B's $\\tau$ is 4.30 (3.50 over the rest" in line
+    assert "within 5\\% of A's 4.40: the split of outputs accounts for the gap" in line
+    far = {**split, "tau_other_where_identical": 4.0}
+    assert "does not account for the gap" in _plain(caveats(_x([ARMS[0], far]))[0])
