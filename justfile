@@ -53,6 +53,10 @@ ui PROFILE ARM *ARGS:
 analyze RUN_DIR *ARGS:
     @python3 -m ddbench analyze "$@"
 
+# do two analysed runs of one profile agree? per ratio: both intervals, both verdicts, run A / run B
+agreement RUN_A RUN_B:
+    @python3 -m analysis.agreement "$@"
+
 # tables -> report.pdf
 report RUN_DIR *ARGS:
     @python3 -m ddbench report "$@"

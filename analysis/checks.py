@@ -49,7 +49,7 @@ def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.Da
     out += _min_requests(cells, min_requests)
     out.append(_drift(speedups, drift))
     out += _gpu_band(band)
-    out += _host_quiet(host)
+    out += _host_quiet(host, run.profile.backend.runtime)
     tau_cols = req[["arm", "concurrency", "repetition", "ok", "completion_tokens", "spec_verify_ct"]]
     for cell in cells.to_dict("records"):
         scope = f"{cell['arm']} C={cell['concurrency']} rep {cell['repetition']}"
@@ -200,9 +200,11 @@ def _gpu_band(band: pd.DataFrame | None) -> list[Check]:
     return out
 
 
-def _host_quiet(host: pd.DataFrame | None) -> list[Check]:
+def _host_quiet(host: pd.DataFrame | None, runtime: str = "local") -> list[Check]:
     """One line for the run: the cells during which other work took CPU on the host, with what they touch."""
     name = "host quiet (no other work beside the sweep)"
+    if runtime == "docker":   # a container's processes are not the sweep's descendants: they would count
+        return [Check(name, "run", NA, "servers in containers: their CPU is not told apart from other work")]
     if host is None or host.empty:
         return [Check(name, "run", NA, "no host samples of foreign CPU (recorded since 2026-12-01)")]
     busy = host[host["busy"].astype(bool)]

@@ -127,10 +127,12 @@ def _touched(speedups: pd.DataFrame, arm: str, c: int) -> str:
     return "; ".join(f"{r.arm}/{r.baseline}" for r in s.itertuples())
 
 
-def host_quiet(telemetry: pd.DataFrame, cells: pd.DataFrame, speedups: pd.DataFrame) -> pd.DataFrame:
+def host_quiet(telemetry: pd.DataFrame, cells: pd.DataFrame, speedups: pd.DataFrame,
+               runtime: str = "local") -> pd.DataFrame:
     """Per ok cell whose host samples carry foreign_cores (containers/telemetry.py's ForeignCpu): the
-    median CPU, in cores, that the host spent outside the sweep's own processes during the cell."""
-    if telemetry.empty or "foreign_cores" not in telemetry:
+    median CPU, in cores, that the host spent outside the sweep's own processes during the cell. Not for
+    servers in containers, whose processes are not the sweep's descendants."""
+    if runtime == "docker" or telemetry.empty or "foreign_cores" not in telemetry:
         return pd.DataFrame(columns=HOST_COLUMNS)
     h = telemetry[(telemetry["source"] == "host")]
     h = h[pd.to_numeric(h["foreign_cores"], errors="coerce").notna()]

@@ -17,6 +17,8 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ddbench.schedule import Mode
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROFILES_DIR = REPO_ROOT / "containers" / "profiles"
 
@@ -166,7 +168,7 @@ class Load(Strict):
     seed: int = 0
     processes: int = Field(1, ge=1, description="Locust worker processes")
     # left out of the dump when 'auto', so that runs recorded before the field existed keep their digests
-    schedule: Literal["auto", "interleaved", "per-repetition", "arm-major"] = Field(
+    schedule: Mode = Field(
         "auto", exclude_if=lambda v: v == "auto",
         description="cell order and server lifetimes (ddbench/schedule.py); auto decides from the backend")
 

@@ -8,6 +8,11 @@ time, and linear drift cancels over two repetitions.
 
     interleaved     every arm's server is up for the whole sweep; within each (repetition, C)
                     the arms' cells alternate. For servers that start in seconds and fit together.
+    interleaved-fresh  as interleaved, but every repetition starts all the servers afresh (together)
+                    and stops them after it: a server process has its own speed (memory layout,
+                    placement, allocator state), which one process per arm for the whole sweep
+                    turns into a run effect no interval sees. On cpu-tiny, three runs of one commit
+                    on a quiet host moved chain / linear at C=4 by 3%, outside each other's intervals.
     per-repetition  each repetition brings each arm up in turn, runs its cells at every C and
                     takes it down: for servers that cost a minute to start or cannot share the GPU.
     arm-major       each arm up once, all its cells, then the next (the old order; drift between
@@ -25,8 +30,8 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from ddbench.profile import Profile
 
-Mode = Literal["auto", "interleaved", "per-repetition", "arm-major"]
-MODES = ("auto", "interleaved", "per-repetition", "arm-major")
+Mode = Literal["auto", "interleaved", "interleaved-fresh", "per-repetition", "arm-major"]
+MODES = ("auto", "interleaved", "interleaved-fresh", "per-repetition", "arm-major")
 # SGLang servers on one GPU: what their static memory fractions may add up to, leaving room
 # for each process's CUDA context and graphs outside the fraction
 GPU_SHARE = 0.9
@@ -69,6 +74,8 @@ def blocks(profile: Profile, mode: str | None = None) -> list[Block]:
     levels, reps = profile.load.concurrency, range(1, profile.load.repetitions + 1)
     if mode == "interleaved":
         return [Block(tuple(arms), tuple((a, c, r) for r in reps for c in levels for a in _arm_order(arms, r)))]
+    if mode == "interleaved-fresh":
+        return [Block(tuple(arms), tuple((a, c, r) for c in levels for a in _arm_order(arms, r))) for r in reps]
     if mode == "per-repetition":
         return [Block((a,), tuple((a, c, r) for c in levels)) for r in reps for a in _arm_order(arms, r)]
     if mode == "arm-major":

@@ -152,7 +152,8 @@ def gpu_band(a: Analysis) -> Markup:
 def host_cpu(a: Analysis) -> Markup:
     h = a.host_cpu
     if h.empty:
-        return Markup(r"\emph{(not recorded in this run)}")
+        why = "servers in containers" if a.run.profile.backend.runtime == "docker" else "not recorded in this run"
+        return Markup(rf"\emph{{({why})}}")
     busy = h[h["busy"].astype(bool)]
     head = (f"median {num(h['foreign_cores'].median(), 2)} core(s) over {len(h)} cells, at most "
             f"{num(h['foreign_cores'].max(), 2)}. ")

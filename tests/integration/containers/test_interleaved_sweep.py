@@ -77,6 +77,14 @@ def test_per_repetition_sweep_restarts_each_server_once_per_repetition(profile_f
         assert (run / arm / "server.log").read_text().count(READY) == 2
 
 
+def test_interleaved_fresh_sweep_starts_every_server_afresh_each_repetition(profile_file, tmp_path, monkeypatch):
+    profile, run = _sweep(profile_file, tmp_path, monkeypatch, "interleaved-fresh")
+    assert _started(run) == schedule.order(profile) == ORDER       # the interleaved order, pairs adjacent
+    for arm in ("ar", "linear-b8", "tree-b7-k2"):
+        assert (run / arm / "server.log").read_text().count(READY) == 2   # up once per repetition
+    assert schedule.bring_ups(profile) == 6
+
+
 def test_reproduce_records_the_planned_and_the_ran_order(profile_file, tmp_path):
     path = profile_file("interleaved")
     root = tmp_path / "results"

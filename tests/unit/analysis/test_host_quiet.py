@@ -35,3 +35,9 @@ def test_a_quiet_run_passes_and_an_old_run_says_not_recorded():
     old = pd.DataFrame([{"source": "host", "arm": "ar", "concurrency": 1, "repetition": 1, "cpu_pct": 50.0}])
     assert stability.host_quiet(old, CELLS, SPEEDUPS).empty
     assert checks._host_quiet(stability.host_quiet(old, CELLS, SPEEDUPS))[0].status == checks.NA
+
+
+def test_containerized_servers_leave_the_check_not_applicable():
+    h = stability.host_quiet(_telemetry({("ar", 1): [0.9]}), CELLS, SPEEDUPS)
+    [c] = checks._host_quiet(h, "docker")
+    assert c.status == checks.NA and "containers" in c.evidence
