@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import stats
+from analysis import compare, stats
 from ddbench.results import TABLES
 
 COLUMNS = ["arm", "baseline", "concurrency", "a", "a_lo", "a_hi", "b", "b_lo", "b_hi", "a_holds_b", "b_holds_a",
@@ -35,11 +35,9 @@ def _tables(run: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def pair_ratios(cells: pd.DataFrame, arm: str, baseline: str, c: int) -> np.ndarray:
     """arm / baseline throughput per repetition that both finished ok: the run's repetition pairs."""
-    ok = cells[(cells["concurrency"] == c) & (cells["status"] == "ok")]
-    x = ok[ok["arm"] == arm].set_index("repetition")["throughput"]
-    y = ok[ok["arm"] == baseline].set_index("repetition")["throughput"]
-    both = x.index.intersection(y.index)
-    return (x[both] / y[both]).to_numpy(dtype=float)
+    both = compare.ok_cells(cells, arm, c).merge(compare.ok_cells(cells, baseline, c), on="repetition",
+                                                 suffixes=("_x", "_y"))
+    return (both["throughput_x"] / both["throughput_y"]).to_numpy(dtype=float)
 
 
 def agreement(run_a: Path, run_b: Path) -> pd.DataFrame:
@@ -58,7 +56,8 @@ def agreement(run_a: Path, run_b: Path) -> pd.DataFrame:
             "b_holds_a": bool(r.speedup_lo_b <= r.speedup_a <= r.speedup_hi_b),
             "verdict_a": r.verdict_a, "verdict_b": r.verdict_b, "same_verdict": r.verdict_a == r.verdict_b,
             "a_over_b": w["ratio"], "a_over_b_lo": w["ratio_lo"], "a_over_b_hi": w["ratio_hi"],
-            "differ": bool(not (w["ratio_lo"] <= 1 <= w["ratio_hi"])) if np.isfinite(w["ratio_lo"]) else None,
+            "differ": {"within noise": False, "no interval": None}.get(
+                compare.verdict(w["ratio_lo"], w["ratio_hi"]), True),
         })
     return pd.DataFrame(rows, columns=COLUMNS)
 

@@ -203,10 +203,9 @@ def _gpu_band(band: pd.DataFrame | None) -> list[Check]:
 def _host_quiet(host: pd.DataFrame | None, runtime: str = "local") -> list[Check]:
     """One line for the run: the cells during which other work took CPU on the host, with what they touch."""
     name = "host quiet (no other work beside the sweep)"
-    if runtime == "docker":   # a container's processes are not the sweep's descendants: they would count
-        return [Check(name, "run", NA, "servers in containers: their CPU is not told apart from other work")]
-    if host is None or host.empty:
-        return [Check(name, "run", NA, "no host samples of foreign CPU (recorded since 2026-12-01)")]
+    why = stability.host_unmeasured(runtime, host)
+    if why:
+        return [Check(name, "run", NA, f"no foreign-CPU figures: {why}")]
     busy = host[host["busy"].astype(bool)]
     worst = host.loc[host["foreign_cores"].idxmax()]
     facts = (f"{len(busy)} of {len(host)} cells had more than {stability.FOREIGN_CORES} core(s) of other work; "

@@ -64,7 +64,7 @@ def require_matched(a: dict, b: dict, what: str, vary: tuple[str, ...] = ()) -> 
         raise MismatchError(f"refusing to compare {what}: {because}")
 
 
-def _ok_cells(cells: pd.DataFrame, arm: str, c: int) -> pd.DataFrame:
+def ok_cells(cells: pd.DataFrame, arm: str, c: int) -> pd.DataFrame:
     return cells[(cells["arm"] == arm) & (cells["concurrency"] == c) & (cells["status"] == "ok")]
 
 
@@ -78,7 +78,7 @@ class Side:
     arm: str
 
     def pooled(self, c: int) -> tuple[pd.DataFrame, list[metrics.Boot]]:
-        ok = _ok_cells(self.cells, self.arm, c)
+        ok = ok_cells(self.cells, self.arm, c)
         return ok, [self.boots[(self.arm, c, int(r))] for r in ok["repetition"]]
 
 
@@ -194,7 +194,7 @@ def decomposition(run: Run, cells: pd.DataFrame, boots: dict) -> tuple[pd.DataFr
                 except MismatchError as e:
                     refusals.append(str(e))
                     continue
-                cx, cy = _ok_cells(cells, x.id, c), _ok_cells(cells, y.id, c)
+                cx, cy = ok_cells(cells, x.id, c), ok_cells(cells, y.id, c)
                 if cx.empty or cy.empty:
                     refusals.append(f"no finished cells to decompose {x.id} against {y.id} at C={c}")
                     continue

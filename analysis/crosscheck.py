@@ -170,7 +170,8 @@ def cross_check(this: Analysis, other: Analysis) -> CrossCheck:
                "what": describe(what(this.run.profile, ax))}
         matched = _matched_levels(this, other, ax, ay, levels, notes)
         if 1 in matched:
-            parts = [_tau(this, other, ax, ay), _agreement(this, other, ax, ay, tok)]
+            x, y = _measured_c1(this, ax), _measured_c1(other, ay)
+            parts = [_tau(this, other, ax, ay, x, y), _agreement(x, y, tok)]
             for part in parts:
                 row.update(part)
             row["note"] = "; ".join(p["note"] for p in parts if p.get("note")) or None
@@ -209,9 +210,10 @@ def _ok_c1(a: Analysis, arm: str) -> tuple[pd.DataFrame, list[metrics.Boot]]:
     return Side(a.run, a.cells, a.boots, arm).pooled(1)
 
 
-def _tau(this: Analysis, other: Analysis, ax: str, ay: str) -> dict:
+def _tau(this: Analysis, other: Analysis, ax: str, ay: str, x: pd.DataFrame, y: pd.DataFrame) -> dict:
     """Token-weighted τ at C=1 pooled over the repetitions that finished ok, each side with its
-    bootstrap interval, and the relative gap this/other − 1 with the interval of the ratio."""
+    bootstrap interval, and the relative gap this/other − 1 with the interval of the ratio; judged against
+    the tolerance only when x and y (the two arms' measured C=1 requests) sent the same prompt mix."""
     (cx, bx), (cy, by) = _ok_c1(this, ax), _ok_c1(other, ay)
     # as sent; the conditions matched, so the other side sent the same
     sent = compare.conditions(this.run, ax, 1)["temperature"]
@@ -243,24 +245,23 @@ def _tau(this: Analysis, other: Analysis, ax: str, ay: str) -> dict:
         out["note"] += "; compared as each server's own tau over the same cells"
     out["tau_gap_pct"] = 100 * (tx / ty - 1)
     # τ varies from prompt to prompt far more than 5%: judged only over the same prompts in the same proportions
-    out["same_prompt_mix"] = _prompt_mix(this, ax).equals(_prompt_mix(other, ay))
+    out["same_prompt_mix"] = _prompt_mix(x).equals(_prompt_mix(y))
     if out["same_prompt_mix"]:
         out["tau_within_tolerance"] = bool(abs(tx / ty - 1) <= TAU_TOLERANCE)
     else:
         out["note"] = "; ".join(filter(None, [out.get("note"), (
             "not judged against the tolerance: the two runs' C=1 cells sent different prompt mixes "
-            f"({_mix_text(this, ax)} here, {_mix_text(other, ay)} there)")]))
+            f"({_mix_text(x)} here, {_mix_text(y)} there)")]))
     return out
 
 
-def _prompt_mix(a: Analysis, arm: str) -> pd.Series:
-    """Each prompt's share of the arm's measured C=1 requests."""
-    counts = _measured_c1(a, arm)["prompt_id"].value_counts()
+def _prompt_mix(r: pd.DataFrame) -> pd.Series:
+    """Each prompt's share of an arm's measured C=1 requests (_measured_c1)."""
+    counts = r["prompt_id"].value_counts()
     return (counts / counts.sum()).sort_index().round(12)
 
 
-def _mix_text(a: Analysis, arm: str) -> str:
-    r = _measured_c1(a, arm)
+def _mix_text(r: pd.DataFrame) -> str:
     return f"{len(r)} requests over {r['prompt_id'].nunique()} prompts"
 
 
@@ -279,8 +280,9 @@ def _measured_c1(a: Analysis, arm: str) -> pd.DataFrame:
     return r
 
 
-def _agreement(this: Analysis, other: Analysis, ax: str, ay: str, tok) -> dict:
-    x, y = _measured_c1(this, ax), _measured_c1(other, ay)
+def _agreement(x: pd.DataFrame, y: pd.DataFrame, tok) -> dict:
+    """Greedy-output agreement of two arms' measured C=1 requests (_measured_c1), paired by repetition,
+    prompt and occurrence."""
     key = ["repetition", "prompt_id", "occurrence"]
     m = x.merge(y, on=key, suffixes=("_this", "_other"), how="inner")
     out = {"pairs": len(m), "unpaired_this": len(x) - len(m), "unpaired_other": len(y) - len(m)}

@@ -127,11 +127,20 @@ def _touched(speedups: pd.DataFrame, arm: str, c: int) -> str:
     return "; ".join(f"{r.arm}/{r.baseline}" for r in s.itertuples())
 
 
+def host_unmeasured(runtime: str, host: pd.DataFrame | None) -> str | None:
+    """Why a run has no foreign-CPU figures, or None when it has them."""
+    if runtime == "docker":   # a container's processes are not the sweep's descendants: they would count
+        return "servers in containers: their CPU is not told apart from other work"
+    if host is None or host.empty:
+        return "not recorded in this run"
+    return None
+
+
 def host_quiet(telemetry: pd.DataFrame, cells: pd.DataFrame, speedups: pd.DataFrame,
                runtime: str = "local") -> pd.DataFrame:
     """Per ok cell whose host samples carry foreign_cores (containers/telemetry.py's ForeignCpu): the
     median CPU, in cores, that the host spent outside the sweep's own processes during the cell. Not for
-    servers in containers, whose processes are not the sweep's descendants."""
+    servers in containers (host_unmeasured)."""
     if runtime == "docker" or telemetry.empty or "foreign_cores" not in telemetry:
         return pd.DataFrame(columns=HOST_COLUMNS)
     h = telemetry[(telemetry["source"] == "host")]

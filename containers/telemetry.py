@@ -180,13 +180,10 @@ class ForeignCpu:
         return round(max(0.0, (busy - busy0) - own) / (now - t0), 3)
 
 
-def host_sample(foreign: ForeignCpu | None = None) -> dict:
+def host_sample(foreign: ForeignCpu) -> dict:
     mem = psutil.virtual_memory()
-    out = {"cpu_pct": psutil.cpu_percent(interval=None), "mem_used_bytes": mem.total - mem.available,
-           "load1": psutil.getloadavg()[0]}
-    if foreign is not None:
-        out["foreign_cores"] = foreign.read()
-    return out
+    return {"cpu_pct": psutil.cpu_percent(interval=None), "mem_used_bytes": mem.total - mem.available,
+            "load1": psutil.getloadavg()[0], "foreign_cores": foreign.read()}
 
 
 class Telemetry:

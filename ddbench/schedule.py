@@ -25,13 +25,13 @@ profile's `load.schedule` overrides it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 if TYPE_CHECKING:
     from ddbench.profile import Profile
 
 Mode = Literal["auto", "interleaved", "interleaved-fresh", "per-repetition", "arm-major"]
-MODES = ("auto", "interleaved", "interleaved-fresh", "per-repetition", "arm-major")
+MODES = get_args(Mode)
 # SGLang servers on one GPU: what their static memory fractions may add up to, leaving room
 # for each process's CUDA context and graphs outside the fraction
 GPU_SHARE = 0.9

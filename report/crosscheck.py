@@ -142,7 +142,7 @@ def reading(x: CrossCheck) -> Markup:
     spec = _spec(x)
     if len(spec):
         agree = spec[spec["tau_within_tolerance"] == True]  # noqa: E712 (object column: True, False or None)
-        judged = spec[spec["tau_within_tolerance"].map(lambda v: v is True or v is False or v in (0, 1))]
+        judged = spec[spec["tau_within_tolerance"].notna()]
         gaps = ", ".join(f"{escape(r.arm)} {_pct(r.tau_gap_pct)}\\%" for r in spec.itertuples())
         plural = "s" if len(judged) != 1 else ""
         out.append(f"At {_temperature(x)} and C=1, {len(agree)} of {len(judged)} speculative arm{plural} "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 from markupsafe import Markup
 
-from analysis import stats
+from analysis import stability, stats
 from analysis.analyze import Analysis
 from report.tex import escape, missing, num, with_ci
 
@@ -151,9 +151,9 @@ def gpu_band(a: Analysis) -> Markup:
 
 def host_cpu(a: Analysis) -> Markup:
     h = a.host_cpu
-    if h.empty:
-        why = "servers in containers" if a.run.profile.backend.runtime == "docker" else "not recorded in this run"
-        return Markup(rf"\emph{{({why})}}")
+    why = stability.host_unmeasured(a.run.profile.backend.runtime, h)
+    if why:
+        return Markup(rf"\emph{{({escape(why)})}}")
     busy = h[h["busy"].astype(bool)]
     head = (f"median {num(h['foreign_cores'].median(), 2)} core(s) over {len(h)} cells, at most "
             f"{num(h['foreign_cores'].max(), 2)}. ")
