@@ -29,11 +29,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ddbench import schedule
 from ddbench.cli import plan_text
-from ddbench.manifest import finish_run, start_run
+from ddbench.manifest import finish_run, git_state, planned_schedule, start_run
 from ddbench.profile import Profile, ProfileError, load_profile, repo_path, resolve_path
 from ddbench.prompts import PromptSetError, load_prompts
 from ddbench.records import CellStatus
-from ddbench.results import RESULTS_ROOT, STATUS, RunDir, read_json, write_text_atomic
+from ddbench.results import RESULTS_ROOT, STATUS, RunDir, read_json, write_json_atomic, write_text_atomic
 
 console = Console(stderr=True)
 EXIT_INTERRUPTED = 130
@@ -191,9 +191,39 @@ def _ran(profile: Profile, run: RunDir, reps: range | None, t0: float) -> dict:
     --repetitions span adds one)."""
     m = run.manifest()
     part = {"repetitions": f"{reps.start}-{reps.stop - 1}" if reps else "all", "started_unix": round(t0, 3),
-            "sweep_s": round(time.time() - t0, 1)}
+            "sweep_s": round(time.time() - t0, 1), "git": git_state()}
     return {"schedule": {**m.get("schedule", {}), "ran": ran_order(profile, run)},
             "slices": [*m.get("slices", []), part]}
+
+
+def extension(made_from: dict, profile: Profile) -> int | None:
+    """The repetition count the run was made with, when `profile` is that run's profile with more
+    repetitions and nothing else changed: a resume may then add repetitions to the run (each new one a
+    block of its own, so no pair straddles the two slices). None when the profiles differ otherwise."""
+    old = made_from.get("load", {}).get("repetitions")
+    if not isinstance(old, int) or profile.load.repetitions <= old:
+        return None
+    grown = profile.model_copy(update={"load": profile.load.model_copy(update={"repetitions": old})})
+    return old if grown.model_dump(mode="json") == made_from else None
+
+
+def open_resumed(path: str, profile: Profile) -> RunDir:
+    """The run to resume, checked against the profile; grown by repetitions if the profile asks for more."""
+    run = RunDir.open(path)
+    m = run.manifest()
+    if m.get("profile_digest") == profile.digest():
+        return run
+    old = extension(m.get("profile", {}), profile)
+    if old is None:
+        raise ProfileError(f"{run.path} was made from a different profile (digest {str(m.get('profile_digest'))[:12]}, "
+                           f"this one {profile.digest()[:12]}); resume it with the profile it was made from, or "
+                           f"with that profile's repetitions raised and nothing else changed")
+    grown = {"repetitions": [old, profile.load.repetitions], "profile_digest_before": m.get("profile_digest")}
+    m.update(profile=profile.model_dump(mode="json"), profile_digest=profile.digest(),
+             schedule={**m.get("schedule", {}), **planned_schedule(profile)}, extended=[*m.get("extended", []), grown])
+    write_json_atomic(run.manifest_path, m)
+    console.print(f"reproduce: {run.path} grows from {old} to {profile.load.repetitions} repetitions", highlight=False)
+    return run
 
 
 def _interrupt(signum, frame):
@@ -242,12 +272,10 @@ def main(argv: list[str] | None = None) -> int:
         console.print("reproduce: cannot start:\n" + "\n".join(f"  - {p}" for p in issues), highlight=False)
         return 1
     if a.resume:
-        run = RunDir.open(a.resume)
-        digest = run.manifest().get("profile_digest")
-        if digest != profile.digest():
-            console.print(f"reproduce: {run.path} was made from a different profile (digest {str(digest)[:12]}, "
-                          f"this one {profile.digest()[:12]}); resume it with the profile it was made from",
-                          highlight=False)
+        try:
+            run = open_resumed(a.resume, profile)
+        except ProfileError as e:
+            console.print(f"reproduce: {e}", highlight=False)
             return 1
     else:
         run = RunDir.create(profile.name, root=root)
