@@ -74,7 +74,7 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     drift = stability.drift(cells)
     speedups = stability.with_drift(speedups, drift)
     band = stability.gpu_band(run.telemetry, cells, speedups)
-    host = stability.host_quiet(run.telemetry, cells, speedups, run.profile.backend.runtime)
+    host = stability.host_quiet(run.telemetry, cells, speedups, run.profile.backend.runtime, run.manifest.host.cores)
     decomposition, more = compare.decomposition(run, cells, boots)
     categories = compare.per_category(run, slim, cells, boots)
     lossless, note = correctness.lossless(run.profile, req)

@@ -208,7 +208,7 @@ def _host_quiet(host: pd.DataFrame | None, runtime: str = "local") -> list[Check
         return [Check(name, "run", NA, f"no foreign-CPU figures: {why}")]
     busy = host[host["busy"].astype(bool)]
     worst = host.loc[host["foreign_cores"].idxmax()]
-    facts = (f"{len(busy)} of {len(host)} cells had more than {stability.FOREIGN_CORES} core(s) of other work; "
+    facts = (f"{len(busy)} of {len(host)} cells had more than {host['limit'].max():g} core(s) of other work; "
              f"median over cells {host['foreign_cores'].median():.2f}, most {worst['foreign_cores']:.2f} "
              f"({worst['arm']} C={worst['concurrency']} rep {worst['repetition']})")
     if busy.empty:

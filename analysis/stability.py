@@ -25,10 +25,17 @@ from analysis.stats import LEVEL
 
 CLOCK_BAND = 0.05
 POWER_BAND = 0.15
-# other work on the host during a cell, in cores: a quiet machine shows 0.00-0.05 (its daemons); a test
-# suite or a build beside the sweep shows 0.5-1, and on 2 cores moves arms' ratios by several percent
-FOREIGN_CORES = 0.2
-HOST_COLUMNS = ["arm", "concurrency", "repetition", "foreign_cores", "samples", "busy", "comparisons"]
+# other work on the host during a cell, as a share of its cores: a quiet machine shows 0.00-0.05 core (its
+# daemons); a test suite or a build beside the sweep shows 0.5-1 core, and on 2 cores moves arms' ratios by
+# several percent. What contends is the share of the machine: 0.2 core on 2 cores, 1.6 on the H200's 16.
+FOREIGN_SHARE = 0.1
+HOST_COLUMNS = ["arm", "concurrency", "repetition", "foreign_cores", "limit", "samples", "busy", "comparisons"]
+
+
+def foreign_limit(cores: int | None) -> float:
+    """Cores of other work above which a cell is flagged; a host of unknown size is taken as 2 cores, the
+    smallest ddbench runs on, so that the flag errs towards firing."""
+    return round(FOREIGN_SHARE * (cores or 2), 3)
 DRIFT_COLUMNS = ["cells", "groups", "span_s", "rate_per_10min", "rate_lo", "rate_hi", "over_run", "df"]
 BAND_COLUMNS = ["arm", "concurrency", "repetition", "sm_clock_mhz", "clock_band_lo", "clock_band_hi", "power_w",
                 "power_band_lo", "power_band_hi", "outside", "comparisons"]
@@ -137,10 +144,11 @@ def host_unmeasured(runtime: str, host: pd.DataFrame | None) -> str | None:
 
 
 def host_quiet(telemetry: pd.DataFrame, cells: pd.DataFrame, speedups: pd.DataFrame,
-               runtime: str = "local") -> pd.DataFrame:
+               runtime: str = "local", cores: int | None = None) -> pd.DataFrame:
     """Per ok cell whose host samples carry foreign_cores (containers/telemetry.py's ForeignCpu): the
-    median CPU, in cores, that the host spent outside the sweep's own processes during the cell. Not for
-    servers in containers (host_unmeasured)."""
+    median CPU, in cores, that the host (of `cores` cores) spent outside the sweep's own processes during
+    the cell, and the limit it is held to. Not for servers in containers (host_unmeasured)."""
+    limit = foreign_limit(cores)
     if runtime == "docker" or telemetry.empty or "foreign_cores" not in telemetry:
         return pd.DataFrame(columns=HOST_COLUMNS)
     h = telemetry[(telemetry["source"] == "host")]
@@ -152,6 +160,6 @@ def host_quiet(telemetry: pd.DataFrame, cells: pd.DataFrame, speedups: pd.DataFr
             continue
         load = _median(m["foreign_cores"])
         per.append({"arm": r.arm, "concurrency": int(r.concurrency), "repetition": int(r.repetition),
-                    "foreign_cores": load, "samples": len(m), "busy": bool(load > FOREIGN_CORES),
-                    "comparisons": _touched(speedups, r.arm, int(r.concurrency)) if load > FOREIGN_CORES else ""})
+                    "foreign_cores": load, "limit": limit, "samples": len(m), "busy": bool(load > limit),
+                    "comparisons": _touched(speedups, r.arm, int(r.concurrency)) if load > limit else ""})
     return pd.DataFrame(per, columns=HOST_COLUMNS)

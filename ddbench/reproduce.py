@@ -282,22 +282,28 @@ def main(argv: list[str] | None = None) -> int:
         start_run(profile, source, run)
     console.print(f"run {run.path}", highlight=False)
     t0 = time.time()
-    # `timeout` (a slice of device time cut short) sends SIGTERM: treat it as Ctrl-C, so that the servers
-    # go down and the manifest records what ran
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        sweep(profile, run, a.repetitions)
-    except KeyboardInterrupt:
-        finish_run(run, interrupted=True, **_ran(profile, run, a.repetitions, t0))
-        console.print(f"\ninterrupted; no server is left running. Resume with:\n"
-                      f"  just reproduce {a.profile} --resume {run.path}", highlight=False)
-        return EXIT_INTERRUPTED
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    ran = {}
+    if pending_cells(profile, run, a.repetitions):
+        # `timeout` (a slice of device time cut short) sends SIGTERM: treat it as Ctrl-C, so that the servers
+        # go down and the manifest records what ran
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            sweep(profile, run, a.repetitions)
+        except KeyboardInterrupt:
+            finish_run(run, interrupted=True, **_ran(profile, run, a.repetitions, t0))
+            console.print(f"\ninterrupted; no server is left running. Resume with:\n"
+                          f"  just reproduce {a.profile} --resume {run.path}", highlight=False)
+            return EXIT_INTERRUPTED
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        ran = {"sweep_s": round(time.time() - t0, 1), **_ran(profile, run, a.repetitions, t0)}
+    else:
+        # a slice cut after its last cell (while servers went down): nothing to run, no slice to add
+        console.print("every cell is ok already: nothing to run", highlight=False)
     left = pending_cells(profile, run)
-    finish_run(run, interrupted=False, sweep_s=round(time.time() - t0, 1),
+    finish_run(run, interrupted=False,
                cells={"total": len(profile.cells()), "ok": len(profile.cells()) - len(left), "not_ok": len(left)},
-               **_ran(profile, run, a.repetitions, t0))
+               **ran)
     rc = stage("analysis", run) or (0 if a.no_report else stage("report", run))
     if rc:
         console.print(f"reproduce: a stage after the sweep failed (exit {rc}); the cells are kept in {run.path}",

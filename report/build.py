@@ -77,7 +77,7 @@ def context(a: Analysis, figs: dict[str, Path]) -> dict:
         "crosscheck": crosscheck.context(a), "notes": notes(a.run.path),
         "triage": triage.context(a),
         "headline": tables.speedups(a), "drift": tables.drift(a), "gpu_band": tables.gpu_band(a),
-        "host_cpu": tables.host_cpu(a), "foreign_cores": f"{stability.FOREIGN_CORES:g}",
+        "host_cpu": tables.host_cpu(a), "foreign_share": f"{100 * stability.FOREIGN_SHARE:g}",
         "order": tables.schedule(a), "ddtree_build": _ddtree_build(a), "clock_band": f"{100 * stability.CLOCK_BAND:g}",
         "power_band": f"{100 * stability.POWER_BAND:g}", **_schedule(a),
     }

@@ -156,7 +156,7 @@ def host_cpu(a: Analysis) -> Markup:
         return Markup(rf"\emph{{({escape(why)})}}")
     busy = h[h["busy"].astype(bool)]
     head = (f"median {num(h['foreign_cores'].median(), 2)} core(s) over {len(h)} cells, at most "
-            f"{num(h['foreign_cores'].max(), 2)}. ")
+            f"{num(h['foreign_cores'].max(), 2)}, against a limit of {num(h['limit'].max(), 2)}. ")
     if busy.empty:
         return Markup(head + "No cell was flagged.")
     rows = [[escape(r["arm"]), str(r["concurrency"]), str(r["repetition"]), num(r["foreign_cores"], 2),

@@ -41,3 +41,13 @@ def test_containerized_servers_leave_the_check_not_applicable():
     h = stability.host_quiet(_telemetry({("ar", 1): [0.9]}), CELLS, SPEEDUPS)
     [c] = checks._host_quiet(h, "docker")
     assert c.status == checks.NA and "containers" in c.evidence
+
+
+def test_the_limit_is_a_share_of_the_host():
+    """0.5 core of other work is a quarter of a 2-core machine and 3% of a 16-core one."""
+    t = _telemetry({("ar", 1): [0.5], ("tree", 1): [0.02]})
+    small, big, unknown = (stability.host_quiet(t, CELLS, SPEEDUPS, cores=n) for n in (2, 16, None))
+    assert small["busy"].tolist() == [True, False] and small["limit"].tolist() == [0.2, 0.2]
+    assert big["busy"].tolist() == [False, False] and big["limit"].tolist() == [1.6, 1.6]
+    assert unknown["limit"].tolist() == [0.2, 0.2]
+    assert checks._host_quiet(big)[0].status == "pass" and "more than 1.6 core(s)" in checks._host_quiet(big)[0].evidence
