@@ -46,7 +46,7 @@ load PROFILE ARM CONCURRENCY *ARGS:
     @python3 -m ddbench load "$@"
 
 # Locust's web UI on 127.0.0.1:8089 against an arm, for ad-hoc load
-ui PROFILE ARM *ARGS:
+ui PROFILE *ARGS:
     @python3 -m ddbench ui "$@"
 
 # raw results -> tables/ (tidy tables, comparisons, trust checks)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import stability
+from analysis import prom, stability
 from analysis.ingest import Run, dense
 from analysis.triage import CHAIN, LOSSLESS
 
@@ -269,8 +269,8 @@ def server_tau(run: Run, arm: str, c: int, reps: list[int]) -> tuple[float, str]
     Decode batch log lines. (nan, '') when it reports neither."""
     s = run.server
     s = s[(s["arm"] == arm) & (s["concurrency"] == c) & s["repetition"].isin(reps)]
-    gen = s.loc[s["metric"] == "sglang:generation_tokens_total", "delta"]
-    ver = s.loc[s["metric"] == "sglang:spec_verify_calls_total", "delta"]
+    gen = s.loc[s["metric"] == prom.GENERATED, "delta"]
+    ver = s.loc[s["metric"] == prom.VERIFY_CALLS, "delta"]
     # every cell must have both counters: a sum over some cells only would mix windows
     if len(gen) == len(ver) == len(reps) and gen.notna().all() and ver.notna().all() and ver.sum() > 0:
         where = "the cell" if len(reps) == 1 else f"each of {len(reps)} cells"

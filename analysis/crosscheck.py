@@ -8,6 +8,10 @@ analysis.metrics over the requests' spec_verify_ct (sglext spec_tokens_details),
 Where one side's records carry no spec_verify_ct (SGLang 0.5.15's OpenAI API returns no
 per-request spec details), both sides are compared by their servers' own τ over the same
 cells instead (tau_basis "server"), never one estimator against the other.
+Such a side's τ can still be split by greedy-output agreement: streaming, a server sends one content
+chunk per verify step after the first (prefill) one, so a request's verify steps are content_chunks − 1,
+taken only in the C=1 cells where Σ (content_chunks − 1) over all the cell's requests (warmup included)
+equals the server's /metrics verify-call count differenced over the cell (_chunk_steps).
 Only the backend and the switches that only one server has may differ; the model pair,
 workload, load plan, dtype, device and CUDA graphs must match (analysis.compare's rule), or
 the arm is refused with the condition named.
@@ -27,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from analysis import checks, compare, metrics, stats
+from analysis import checks, compare, metrics, prom, stats
 from analysis.compare import MismatchError, Side
 from ddbench.profile import repo_path
 from ddbench.results import MANIFEST, TABLES, read_json
@@ -36,6 +40,7 @@ if TYPE_CHECKING:  # analysis.analyze imports this module
     from analysis.analyze import Analysis
 
 TAU_TOLERANCE = 0.05     # the same algorithm on two engines: τ should agree within a few percent
+CHUNK_TOLERANCE = 0.005  # Σ (content_chunks − 1) of a cell against its /metrics verify calls
 # conditions of analysis.compare that may differ between the two sides: the backend under study and
 # the server switches that only one backend has (the reference engine has no attention backends)
 VARY = ("backend", "backend version", "image", "attention backend", "overlap scheduler", "page size",
@@ -47,7 +52,8 @@ ARM_COLUMNS = [
     "tau_server_this_source", "tau_server_other", "tau_server_other_source", "n_this", "n_other",
     "pairs", "identical", "agreement_rate", "prefix_chars_mean", "prefix_fraction_mean", "prefix_tokens_mean",
     "unpaired_this", "unpaired_other", "differing_prompts", "tau_this_where_identical", "tau_this_where_differing",
-    "tau_other_where_identical", "tau_other_where_differing", "note"]
+    "tau_other_where_identical", "tau_other_where_differing", "split_pairs", "split_steps_this",
+    "split_steps_other", "note"]
 THROUGHPUT_COLUMNS = ["arm", "arm_other", "concurrency", "throughput_this", "throughput_other", "ratio", "ratio_lo",
                       "ratio_hi", "tpot_ratio", "tpot_ratio_lo", "tpot_ratio_hi", "reps_this", "reps_other"]
 TABLE_NAMES = ("crosscheck", "crosscheck_throughput", "crosscheck_sides", "crosscheck_notes")
@@ -171,7 +177,9 @@ def cross_check(this: Analysis, other: Analysis) -> CrossCheck:
         matched = _matched_levels(this, other, ax, ay, levels, notes)
         if 1 in matched:
             x, y = _measured_c1(this, ax), _measured_c1(other, ay)
-            parts = [_tau(this, other, ax, ay, x, y), _agreement(x, y, tok)]
+            x, sx = _steps(this, ax, x)
+            y, sy = _steps(other, ay, y)
+            parts = [_tau(this, other, ax, ay, x, y), _agreement(x, y, tok, sx, sy)]
             for part in parts:
                 row.update(part)
             row["note"] = "; ".join(p["note"] for p in parts if p.get("note")) or None
@@ -273,16 +281,60 @@ def _measured_c1(a: Analysis, arm: str) -> pd.DataFrame:
     r = r[(r["arm"] == arm) & (r["concurrency"] == 1) & ~r["warmup"].astype(bool) & r["ok"].astype(bool)
           & r["repetition"].isin(ok_reps["repetition"].tolist())]
     cols = ["repetition", "prompt_id", "send_ns", "temperature", "text"]
-    r = r[cols + [c for c in ("n_tokens", "spec_verify_ct") if c in r.columns]].copy()
+    r = r[cols + [c for c in ("n_tokens", "spec_verify_ct", "content_chunks") if c in r.columns]].copy()
     r["prompt_id"] = r["prompt_id"].astype(str)
     r = r.sort_values(["repetition", "send_ns"], kind="stable")
     r["occurrence"] = r.groupby(["repetition", "prompt_id"]).cumcount()
     return r
 
 
-def _agreement(x: pd.DataFrame, y: pd.DataFrame, tok) -> dict:
-    """Greedy-output agreement of two arms' measured C=1 requests (_measured_c1), paired by repetition,
-    prompt and occurrence."""
+def _steps(a: Analysis, arm: str, r: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The arm's measured C=1 requests (_measured_c1) with a 'steps' column of per-request verify steps, and
+    where they came from (None: no steps). spec_verify_ct where every request carries it; else
+    content_chunks − 1 in the cells where _chunk_steps verified it against /metrics (nan in the others)."""
+    r = r.copy()
+    r["steps"] = np.nan
+    if "spec_verify_ct" in r.columns and len(r) and r["spec_verify_ct"].notna().all():
+        r["steps"] = r["spec_verify_ct"].astype(float)
+        return r, "spec_verify_ct"
+    # ar: τ is 1 by definition, and the server counts no verify calls to check the chunks against
+    if "content_chunks" not in r.columns or r.empty or a.run.profile.arm(arm).kind == "ar":
+        return r, None
+    reps = sorted({int(v) for v in r["repetition"]})
+    ok = _chunk_steps(a, arm, reps)
+    if not ok and a.run.server.empty:
+        return r, None
+    use = r["repetition"].isin(ok)
+    r.loc[use, "steps"] = (r.loc[use, "content_chunks"].astype(float) - 1).clip(lower=0)
+    return r, f"steps from stream chunks, equal to /metrics in {len(ok)} of {len(reps)} cells"
+
+
+def _chunk_steps(a: Analysis, arm: str, reps: list[int]) -> list[int]:
+    """The repetitions of the arm's C=1 cells where Σ (content_chunks − 1) over all the cell's requests (warmup
+    and failed ones included: the counters are differenced over the whole cell) equals the server's
+    /metrics verify calls differenced over the cell (within CHUNK_TOLERANCE)."""
+    s = a.run.server
+    if s.empty or "content_chunks" not in a.requests.columns:
+        return []
+    s = s[(s["arm"] == arm) & (s["concurrency"] == 1) & (s["metric"] == prom.VERIFY_CALLS)]
+    req = a.requests[(a.requests["arm"] == arm) & (a.requests["concurrency"] == 1)]
+    ok = []
+    for rep in reps:
+        ver = s.loc[s["repetition"] == rep, "delta"]
+        if len(ver) != 1 or not np.isfinite(float(ver.iloc[0])) or float(ver.iloc[0]) <= 0:
+            continue
+        chunks = req.loc[req["repetition"] == rep, "content_chunks"].astype(float)
+        if chunks.isna().any():
+            continue
+        steps = (chunks - 1).clip(lower=0).sum()
+        if abs(steps - float(ver.iloc[0])) <= CHUNK_TOLERANCE * float(ver.iloc[0]):
+            ok.append(rep)
+    return ok
+
+
+def _agreement(x: pd.DataFrame, y: pd.DataFrame, tok, sx: str | None = None, sy: str | None = None) -> dict:
+    """Greedy-output agreement of two arms' measured C=1 requests (_measured_c1, with _steps), paired by
+    repetition, prompt and occurrence; sx and sy say where each side's steps came from (_steps)."""
     key = ["repetition", "prompt_id", "occurrence"]
     m = x.merge(y, on=key, suffixes=("_this", "_other"), how="inner")
     out = {"pairs": len(m), "unpaired_this": len(x) - len(m), "unpaired_other": len(y) - len(m)}
@@ -303,12 +355,27 @@ def _agreement(x: pd.DataFrame, y: pd.DataFrame, tok) -> dict:
         out["prefix_tokens_mean"] = float(np.mean([len(tok.encode(p, add_special_tokens=False).ids)
                                                    for p in prefix]))
     # τ follows the text generated: where the two engines' outputs part (bf16 near-ties), each side's τ is
-    # over different tokens. A side with per-request verify counts shows how far that alone moves it.
-    for side in ("this", "other"):
-        if f"spec_verify_ct_{side}" in m.columns and m[f"spec_verify_ct_{side}"].notna().all():
-            for label, rows in (("identical", m[same]), ("differing", m[[not v for v in same]])):
-                steps = rows[f"spec_verify_ct_{side}"].astype(float).sum()
+    # over different tokens. A side with per-request verify steps shows how far that alone moves it; where both
+    # have them, both are split over the same pairs (those with steps on both sides).
+    out["split_steps_this"], out["split_steps_other"] = sx, sy
+    sides = [side for side in ("this", "other") if f"steps_{side}" in m.columns and m[f"steps_{side}"].notna().any()]
+    if sides:
+        usable = np.logical_and.reduce([m[f"steps_{side}"].notna().to_numpy() for side in sides])
+        same_v = np.array(same, dtype=bool)
+        out["split_pairs"] = int(usable.sum())
+        for side in sides:
+            for label, pick in (("identical", usable & same_v), ("differing", usable & ~same_v)):
+                rows = m[pick]
+                steps = rows[f"steps_{side}"].astype(float).sum()
                 out[f"tau_{side}_where_{label}"] = rows[f"n_tokens_{side}"].sum() / steps if steps else np.nan
+        if out["split_pairs"] < len(m):
+            out["note"] = (f"tau split by output agreement over {out['split_pairs']} of {len(m)} pairs (the others' "
+                           f"cells have no verified verify steps)")
+    for side, src in (("this", sx), ("other", sy)):
+        if src and src.startswith("steps from stream chunks"):
+            where = "this run" if side == "this" else "the other run"
+            out["note"] = "; ".join(filter(None, [out.get("note"), f"{where}: {src}" + (
+                "" if side in sides else ", not split")]))
     bad = sorted({p for p, s in zip(m["prompt_id"], same, strict=True) if not s})
     out["differing_prompts"] = ", ".join(bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else "")
     return out

@@ -34,8 +34,7 @@ SPEC_SCALARS = ["spec_verify_ct", "spec_accept_length", "spec_accept_rate", "spe
 # index d: steps whose deepest accepted node is at depth d; index L: steps that committed L tokens
 SPEC_HISTOGRAMS = ["spec_correct_drafts_histogram", "spec_accepted_depth_histogram",
                    "spec_commit_length_histogram"]
-SERVER_METRICS = ["sglang:generation_tokens_total", "sglang:spec_verify_calls_total",
-                  "sglang:prompt_tokens_total", "sglang:num_requests_total"]
+SERVER_METRICS = [prom.GENERATED, prom.VERIFY_CALLS, "sglang:prompt_tokens_total", "sglang:num_requests_total"]
 
 
 class IngestError(ValueError):

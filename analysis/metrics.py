@@ -12,6 +12,7 @@ import pandas as pd
 
 from analysis import stats
 from analysis.ingest import CELL
+from ddbench import formulas as f
 
 LATENCIES = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E", "gap": "chunk gap"}
 
@@ -21,19 +22,18 @@ def per_request(req: pd.DataFrame, chunks: pd.DataFrame, kinds: dict[str, str]) 
     r = req.copy()
     ok = r["ok"].to_numpy(dtype=bool)
     n = np.where(ok, r["completion_tokens"].to_numpy(dtype=float), np.nan)
-    ttft = (r["first_content_ns"].to_numpy(dtype=float) - r["send_ns"].to_numpy(dtype=float)) / 1e9
-    e2e = (r["end_ns"].to_numpy(dtype=float) - r["send_ns"].to_numpy(dtype=float)) / 1e9
-    ttft, e2e = np.where(ok, ttft, np.nan), np.where(ok, e2e, np.nan)
+    ttft = np.where(ok, f.ttft_s(r["send_ns"].to_numpy(), r["first_content_ns"].to_numpy()), np.nan)
+    e2e = np.where(ok, f.e2e_s(r["send_ns"].to_numpy(), r["end_ns"].to_numpy()), np.nan)
+    tpot = f.tpot_s(e2e, ttft, n)
+    chunks_n = r["content_chunks"].to_numpy(dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        tpot = np.where(n > 1, (e2e - ttft) / (n - 1), np.nan)
-        chunks_n = r["content_chunks"].to_numpy(dtype=float)
         per_chunk = np.where(chunks_n > 0, n / chunks_n, np.nan)
-        rate = np.where(e2e > 0, n / e2e, np.nan)
-        ar = r["arm"].astype(str).map(kinds).eq("ar").to_numpy()
-        # AR verifies one token per step: τ = 1 by definition
-        steps = np.where(ar, n, r["spec_verify_ct"].to_numpy(dtype=float))
-        steps = np.where(ok, steps, np.nan)
-        tau = np.where(steps > 0, n / steps, np.nan)
+    rate = f.output_rate(n, e2e)
+    ar = r["arm"].astype(str).map(kinds).eq("ar").to_numpy()
+    # AR verifies one token per step: τ = 1 by definition
+    steps = np.where(ar, n, r["spec_verify_ct"].to_numpy(dtype=float))
+    steps = np.where(ok, steps, np.nan)
+    tau = f.tau(n, steps)
     r["n_tokens"], r["ttft_s"], r["e2e_s"], r["tpot_s"] = n, ttft, e2e, tpot
     r["tokens_per_chunk"], r["output_rate"], r["verify_steps"], r["tau"] = per_chunk, rate, steps, tau
     gaps = chunk_gaps(chunks)
@@ -50,11 +50,10 @@ def mid_unix(cells: pd.DataFrame, suffix: str = "") -> pd.Series:
 
 
 def chunk_gaps(chunks: pd.DataFrame) -> pd.DataFrame:
-    """Time between successive content chunks of one request (what bench tools call ITL)."""
+    """Time between successive content chunks of one request (ddbench.formulas.gaps_s, over all requests)."""
     req = chunks["req"].to_numpy()
-    t = chunks["t_ns"].to_numpy()
     same = req[1:] == req[:-1]
-    return pd.DataFrame({"req": req[1:][same], "gap_s": (t[1:] - t[:-1])[same] / 1e9})
+    return pd.DataFrame({"req": req[1:][same], "gap_s": f.gaps_s(chunks["t_ns"].to_numpy())[same]})
 
 
 def measured_window(cell, measured: pd.DataFrame) -> tuple[float, float, str]:

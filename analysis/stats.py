@@ -3,27 +3,15 @@ detectable effects across repetitions, on the log scale."""
 
 from __future__ import annotations
 
-from fractions import Fraction
 from math import comb
 
 import numpy as np
 from scipy import stats as sps
 
+from ddbench.formulas import MIN_TAIL, percentile, printable  # noqa: F401  (one home, shared with the live UI)
+
 QUANTILES = (0.5, 0.9, 0.99)
 LEVEL = 0.95
-MIN_TAIL = 10      # a percentile q needs n·(1−q) ≥ 10 samples beyond it
-
-
-def printable(n: int, q: float) -> bool:
-    """n·(1−q) ≥ 10, in exact arithmetic: 100·(1−0.9) is 9.999… in floating point."""
-    return n * (1 - Fraction(str(q))) >= MIN_TAIL
-
-
-def percentile(x: np.ndarray, q: float) -> float:
-    """The q-quantile, or NaN when n is too small to print it ('n too small')."""
-    x = np.asarray(x, dtype=float)
-    x = x[~np.isnan(x)]
-    return float(np.quantile(x, q)) if printable(len(x), q) else float("nan")
 
 
 def bootstrap_sums(x: np.ndarray, b: int, rng: np.random.Generator) -> np.ndarray:

@@ -55,6 +55,19 @@ def run_stage(verb: str, argv: list[str]) -> int:
     return 0
 
 
+def _cells_of_ui_session(argv: list[str]) -> None:
+    """A web UI session's directory (it has phases.json) is analysed as a run of its phases: write its cells
+    first (loadtests/adhoc.py), so that a session the UI could not close still reads whole."""
+    from pathlib import Path
+
+    dirs = [Path(a) for a in argv if not a.startswith("-") and (Path(a) / "phases.json").is_file()]
+    if dirs:
+        from loadtests.adhoc import materialize
+
+        for d in dirs:
+            materialize(d)
+
+
 def plan_text(profile, source: str) -> str:
     load, wl = profile.load, profile.workload
     mode, why = schedule.resolve(profile)
@@ -130,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     if verb == "check":
         return check(rest)
     if verb in STAGES:
+        if verb in ("analyze", "report"):
+            _cells_of_ui_session(rest)
         return run_stage(verb, rest)
     print(f"ddbench: unknown command '{verb}'\n{USAGE}", file=sys.stderr)
     return EXIT_ERROR

@@ -47,7 +47,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_ui(a: argparse.Namespace) -> int:
-    return serve(load_profile(a.profile), a.arm, url=a.url, port=a.port, processes=a.processes)
+    return serve(a.profile, a.arm, url=a.url, port=a.port, processes=a.processes, records_dir=a.records_dir)
 
 
 def exit_on_sigterm() -> None:
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("run", "ui"):
         p = sub.add_parser(name, help={"run": "one headless cell", "ui": "Locust's web UI on 127.0.0.1"}[name])
         p.add_argument("--profile", required=True, help="shipped profile name or YAML path")
-        p.add_argument("--arm", required=True)
+        p.add_argument("--arm", required=name == "run", help="ui: the arm to start with (default: the first)")
         p.add_argument("--url", required=name == "run",
                        help="where the arm serves, e.g. http://127.0.0.1:30000 (ui: default, bring the arm up)")
         p.add_argument("--processes", type=int, help="Locust processes (default: the profile's load.processes)")
@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--max-tokens", type=int, help="override the profile's workload.max_tokens")
     run.add_argument("--timeout-s", type=float, default=3600.0, help="stop the cell after this long")
     sub.choices["ui"].add_argument("--port", type=int, default=UI_PORT)
+    sub.choices["ui"].add_argument("--records-dir", type=Path, help="default: results/adhoc/<time>/")
     a = ap.parse_args(argv)
     exit_on_sigterm()
     try:

@@ -17,6 +17,7 @@ as sanity artifacts; its request count is checked against ours.
 from __future__ import annotations
 
 import csv
+import socket
 import subprocess
 import sys
 import time
@@ -62,10 +63,19 @@ def locust_argv(workload: Workload, load: Load, *, url: str, cell_dir: Path, arm
             "-u", str(concurrency), "-r", str(max(concurrency, 1000)), "--host", url,
             "--csv", str(cell_dir / "locust"), "--html", str(cell_dir / "locust.html"),
             "--exit-code-on-error", "0", "--only-summary", "--stop-timeout", "10"]
-    if processes > 1:
-        argv += ["--processes", str(processes)]
-    return argv + cell_argv(workload, load, arm=arm, concurrency=concurrency, repetition=repetition,
-                            records_dir=cell_dir, model=model)
+    return argv + processes_argv(processes) + cell_argv(workload, load, arm=arm, concurrency=concurrency,
+                                                        repetition=repetition, records_dir=cell_dir, model=model)
+
+
+def processes_argv(processes: int) -> list[str]:
+    """--processes N, with a master port of its own: Locust's default (5557) is shared by every run on the
+    host, so a second multi-process Locust (a UI beside a sweep) would fail to bind."""
+    if processes <= 1:
+        return []
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    return ["--processes", str(processes), "--master-bind-port", port, "--master-port", port]
 
 
 def run_cell(workload: Workload, load: Load, *, url: str, cell_dir: Path, arm: str, concurrency: int,

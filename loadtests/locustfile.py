@@ -30,7 +30,7 @@ from locust.runners import MasterRunner
 from ddbench.prompts import PromptSetError, load_prompts
 from ddbench.records import RequestRecord
 from ddbench.results import RESULTS_ROOT
-from loadtests import plan
+from loadtests import live, liveweb, plan
 from loadtests.client import chat_body, stream_chat
 from loadtests.coordinate import Coordinator
 from loadtests.options import OptionError, add_options, settings
@@ -59,6 +59,13 @@ CELL = Cell()
 @events.init_command_line_parser.add_listener
 def _options(parser):
     add_options(parser)
+    # set by `just ui` (loadtests/webui.py), not shown in the form
+    parser.add_argument("--ddbench-live", action="store_true", include_in_web_ui=False,
+                        help="ddbench: the live LLM view (TTFT, TPOT, tokens/s, tau) in the web UI")
+    parser.add_argument("--ddbench-profile", default="", include_in_web_ui=False,
+                        help="ddbench: the profile whose arms the UI serves and switches between")
+    parser.add_argument("--ddbench-serve", action="store_true", include_in_web_ui=False,
+                        help="ddbench: this process brings the arm's server up (and down, and switches it)")
 
 
 @events.init.add_listener
@@ -76,12 +83,16 @@ def _init(environment, **_):
         log.error("ddbench: %s", e)
         sys.exit(2)
     log.info("ddbench: records go to %s", s.records_dir)
+    if opts.ddbench_live:
+        liveweb.install(environment)
 
 
 @events.test_start.add_listener
 def _test_start(environment, **_):
     runner, opts = environment.runner, environment.parsed_options
     if not CELL.coord.is_worker:
+        if liveweb.SESSION is not None:   # first: it may correct the options the users read below
+            liveweb.SESSION.start_load()
         CELL.coord.reset()
         # the master's view, which workers receive with their spawn orders
         opts.ddbench_users = runner.target_user_count
@@ -183,6 +194,8 @@ class ChatUser(FastHttpUser):
             warmup=warmup, prompt_id=prompt.id, category=prompt.category, worker=CELL.worker, user=self.index,
             max_tokens=body["max_tokens"], temperature=s.temperature, intended_send_ns=intended_ns, **raw)
         CELL.coord.completed += 1
+        if getattr(self.environment.parsed_options, "ddbench_live", False):
+            liveweb.send(self.environment, live.fact(rec))
         if CELL.file:
             CELL.file.write(rec)
         else:

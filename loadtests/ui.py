@@ -1,10 +1,12 @@
-"""`just ui PROFILE ARM` (ddbench ui): bring the arm up, Locust's web UI against it, the arm down on exit.
+"""`just ui PROFILE [ARM]` (ddbench ui): Locust's web UI with ddbench's LLM view, serving the profile's arms.
 
-    python -m loadtests.ui PROFILE ARM [--url URL] [--port 8089] [--processes N]
+    python -m loadtests.ui PROFILE [ARM] [--url URL] [--port 8089] [--processes N]
 
-With --url the UI drives a server that is already running and nothing is brought up.
-Otherwise the arm comes up through the containers stage (its server.log and status.json go
-beside the records, in results/adhoc/<time>/<arm>/), and goes down however the UI ends.
+The Locust master brings ARM (default: the profile's first) up through the containers stage, as
+`reproduce` does, and its page /ddbench switches to any other arm of the profile in its place. The
+server goes down however the UI ends. With --url the UI drives a server that is already running:
+nothing is brought up and there is no switch. Records, server logs and the session's cells (one per
+arm and user count) go to results/adhoc/<time>/, which `just analyze` and `just report` read as a run.
 """
 
 from __future__ import annotations
@@ -13,32 +15,26 @@ import argparse
 import sys
 from pathlib import Path
 
-from ddbench.profile import Profile, ProfileError, load_profile
+from ddbench.profile import ProfileError, load_profile
 from ddbench.prompts import PromptSetError
 from loadtests.cell import CellError
 from loadtests.webui import UI_PORT, adhoc_dir, run_ui
 
 
-def serve(profile: Profile, arm: str, *, url: str | None = None, port: int = UI_PORT, processes: int | None = None,
-          records_dir: Path | None = None, command: list[str] | None = None) -> int:
-    """The web UI until it ends; `command` replaces the arm's server command (a stand-in server)."""
-    profile.arm(arm)
-    records_dir = records_dir or adhoc_dir()
-    if url:
-        return run_ui(profile, arm, url=url, port=port, processes=processes, records_dir=records_dir)
-    from containers import bringup  # the containers stage's public entry; only needed to bring up
-
-    server = bringup.up(profile, arm, records_dir, command=command)
-    try:
-        return run_ui(profile, arm, url=server.url, port=port, processes=processes, records_dir=records_dir)
-    finally:
-        server.stop()
+def serve(profile_ref: str, arm: str | None = None, *, url: str | None = None, port: int = UI_PORT,
+          processes: int | None = None, records_dir: Path | None = None) -> int:
+    """The web UI until it ends."""
+    profile = load_profile(profile_ref)
+    arm = arm or profile.arms[0].id
+    profile.arm(arm)   # an unknown arm is an error naming the profile's arms
+    return run_ui(profile, profile_ref, arm, url=url, port=port, processes=processes,
+                  records_dir=records_dir or adhoc_dir())
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="ddbench ui", description=__doc__.split("\n\n")[0])
     ap.add_argument("profile", help="shipped profile name or YAML path")
-    ap.add_argument("arm")
+    ap.add_argument("arm", nargs="?", help="the arm to start with (default: the profile's first)")
     ap.add_argument("--url", help="a running server: bring nothing up")
     ap.add_argument("--port", type=int, default=UI_PORT)
     ap.add_argument("--processes", type=int, help="Locust processes (default: the profile's load.processes)")
@@ -47,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
     exit_on_sigterm()
     try:
-        return serve(load_profile(a.profile), a.arm, url=a.url, port=a.port, processes=a.processes)
+        return serve(a.profile, a.arm, url=a.url, port=a.port, processes=a.processes)
     except (ProfileError, PromptSetError, CellError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,11 +1,10 @@
-"""Locust's web UI on 127.0.0.1:8089 against a running arm, with ddbench's options in its form.
+"""Locust's web UI on 127.0.0.1:8089, with ddbench's options in its form and its LLM view (liveweb.py).
 
-    run_ui(profile: Profile, arm: str, *, url: str, port: int = 8089, processes: int | None = None,
-           records_dir: Path | None = None) -> int
+    run_ui(profile, profile_ref, arm, *, url=None, port=8089, processes=None, records_dir=None) -> int
 
-Records of every run started from the UI go to results/adhoc/<time>/ (one file per Locust
-process). Bringing the arm up and down is the caller's part (`just ui` wraps this once
-bring-up exists); this blocks until the UI process ends and returns its exit code.
+Without url the Locust master brings the arm up itself (and switches arms); with url it drives that
+server. Records of every run started from the UI go to results/adhoc/<time>/ (one file per Locust
+process). This blocks until the UI process ends and returns its exit code.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from ddbench.profile import Profile
 from ddbench.results import RESULTS_ROOT
-from loadtests.cell import LOCUSTFILE, probe
+from loadtests.cell import LOCUSTFILE, probe, processes_argv
 from loadtests.options import cell_argv
 
 UI_HOST = "127.0.0.1"
@@ -30,25 +29,26 @@ def adhoc_dir() -> Path:
     return RESULTS_ROOT / "adhoc" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-def ui_argv(profile: Profile, arm: str, *, url: str, port: int, processes: int, records_dir: Path,
-            model: str) -> list[str]:
+def ui_argv(profile: Profile, profile_ref: str, arm: str, *, url: str | None, port: int, processes: int,
+            records_dir: Path, model: str) -> list[str]:
     profile.arm(arm)  # an unknown arm is an error naming the profile's arms
     users = profile.load.concurrency[0]
-    argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", url,
-            "--web-host", UI_HOST, "--web-port", str(port), "-u", str(users), "-r", str(max(users, 100))]
-    if processes > 1:
-        argv += ["--processes", str(processes)]
+    argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--web-host", UI_HOST, "--web-port", str(port),
+            "-u", str(users), "-r", str(max(users, 100)), "--ddbench-live", "--ddbench-profile", profile_ref]
+    argv += ["--host", url] if url else ["--ddbench-serve"]
+    argv += processes_argv(processes)
     # concurrency 0: each record carries the user count chosen in the UI
     return argv + cell_argv(profile.workload, profile.load, arm=arm, concurrency=0, repetition=1,
                             records_dir=records_dir, model=model)
 
 
-def run_ui(profile: Profile, arm: str, *, url: str, port: int = UI_PORT, processes: int | None = None,
-           records_dir: Path | None = None) -> int:
+def run_ui(profile: Profile, profile_ref: str, arm: str, *, url: str | None = None, port: int = UI_PORT,
+           processes: int | None = None, records_dir: Path | None = None) -> int:
     records_dir = records_dir or adhoc_dir()
-    argv = ui_argv(profile, arm, url=url, port=port, processes=processes or profile.load.processes,
-                   records_dir=records_dir, model=probe(url))
-    print(f"Locust web UI on http://{UI_HOST}:{port}  (records: {records_dir})", flush=True)
+    argv = ui_argv(profile, profile_ref, arm, url=url, port=port, processes=processes or profile.load.processes,
+                   records_dir=records_dir, model=probe(url) if url else "")
+    print(f"Locust web UI on http://{UI_HOST}:{port}, LLM view on http://{UI_HOST}:{port}/ddbench  "
+          f"(records: {records_dir})", flush=True)
     proc = subprocess.Popen(argv, cwd=LOCUSTFILE.parent.parent)
     if threading.current_thread() is threading.main_thread():
         # a SIGTERM to us must not orphan the UI: turn it into an exit that runs the finally
@@ -60,4 +60,8 @@ def run_ui(profile: Profile, arm: str, *, url: str, port: int = UI_PORT, process
     finally:
         if proc.poll() is None:
             proc.terminate()
-            proc.wait()
+            try:
+                proc.wait(timeout=60)   # the master takes its server down as it quits
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

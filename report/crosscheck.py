@@ -168,6 +168,8 @@ def reading(x: CrossCheck) -> Markup:
                    f"{num(_weighted(g, 'prefix_chars_mean'), 1)} characters{tokens} on average.")
     else:
         out.append("No request pair at C=1 was compared for output agreement.")
+    if split := split_sentence(x):
+        out.append(split)
     t = x.throughput
     if len(t):
         lo, hi = t.loc[t["ratio"].idxmin()], t.loc[t["ratio"].idxmax()]
@@ -195,9 +197,40 @@ def caveats(x: CrossCheck) -> list[Markup]:
     return out
 
 
+def _steps_text(src) -> str:
+    """Where a side's per-request verify steps came from (analysis.crosscheck._steps), in words."""
+    if not isinstance(src, str) or not src:
+        return "not recorded"
+    if src == "spec_verify_ct":
+        return "its records' spec\\_verify\\_ct"
+    if src.startswith("steps from stream chunks"):
+        return escape("its stream chunks (one per verify step after the first), " + src.split(", ", 1)[-1]
+                      ) if ", " in src else escape(src)
+    return escape(src)
+
+
+def _both_split(r) -> bool:
+    return all(_finite(getattr(r, f"tau_{side}_where_identical", None)) for side in ("this", "other"))
+
+
 def _split(r) -> str:
-    """Where one side's records carry per-request verify counts: its τ over the prompts whose outputs the two
-    engines share, and over those where they part (bf16 near-ties), against the other side's whole τ."""
+    """τ over the prompts whose outputs the two engines share, and over those where they part (bf16 near-ties):
+    both sides' where both have per-request verify steps (split over the same pairs), else the one side's against
+    the other side's whole τ; with where each side's steps came from."""
+    if _both_split(r):
+        sa, sb = r.tau_this_where_identical, r.tau_other_where_identical
+        da, db = getattr(r, "tau_this_where_differing", None), getattr(r, "tau_other_where_differing", None)
+        near = abs(sa / sb - 1) <= TAU_TOLERANCE
+        pairs = getattr(r, "split_pairs", None)
+        over = f" (split over {_int(pairs)} pairs)" if _finite(pairs) and _finite(r.pairs) and pairs < r.pairs else ""
+        rest = (f"; over the rest, whose tokens differ between the engines, {num(da, 2)} on A and {num(db, 2)} on B"
+                if _finite(da) and _finite(db) else "")
+        return (f" Outputs are identical on {_int(r.identical)} of {_int(r.pairs)} pairs{over}. Over those, "
+                f"$\\tau$ is {num(sa, 2)} on A and {num(sb, 2)} on B (A/B$-$1 {_pct(100 * (sa / sb - 1))}\\%{rest}), "
+                f"{'within' if near else 'still beyond'} {100 * TAU_TOLERANCE:.0f}\\% of each other: the split of "
+                f"outputs {'accounts for' if near else 'does not account for'} the gap. Verify steps per request: "
+                f"A from {_steps_text(getattr(r, 'split_steps_this', None))}; B from "
+                f"{_steps_text(getattr(r, 'split_steps_other', None))}.")
     for side, mark, other, whole in (("other", "B", "A", r.tau_this), ("this", "A", "B", r.tau_other)):
         same, diff = getattr(r, f"tau_{side}_where_identical", None), getattr(r, f"tau_{side}_where_differing", None)
         if _finite(same) and _finite(diff) and _finite(whole):
@@ -206,8 +239,26 @@ def _split(r) -> str:
                     f"$\\tau$ is {num(same, 2)} ({num(diff, 2)} over the rest, whose tokens differ between the "
                     f"engines), {'within' if near else 'still beyond'} {100 * TAU_TOLERANCE:.0f}\\% of {other}'s "
                     f"{num(whole, 2)}: the split of outputs {'accounts for' if near else 'does not account for'} "
-                    f"the gap ({other} returns no per-request counts to split).")
+                    f"the gap ({other}'s records give no per-request verify steps, neither spec\\_verify\\_ct nor "
+                    f"stream chunks that match its /metrics count, to split; {other}'s $\\tau$ is over all pairs).")
     return " This run measured the gap, not its cause."
+
+
+def split_sentence(x: CrossCheck) -> str:
+    """Both sides' τ over the pairs whose outputs are identical, per speculative arm split on both sides."""
+    d = x.arms[(x.arms["kind"] != "ar")]
+    both = [r for r in d.itertuples() if _both_split(r)]
+    if not both:
+        return ""
+    arms = ", ".join(f"{escape(r.arm)} {num(r.tau_this_where_identical, 2)}/{num(r.tau_other_where_identical, 2)}"
+                     for r in both)
+    srcs = {side: sorted({str(getattr(r, f"split_steps_{side}")) for r in both
+                          if isinstance(getattr(r, f"split_steps_{side}", None), str)}) for side in ("this", "other")}
+    where = "; ".join(f"{mark}'s verify steps from " + (_steps_text(srcs[side][0]) if len(srcs[side]) == 1 else
+                                                        "per arm (see the notes)")
+                      for side, mark in (("this", "A"), ("other", "B")))
+    return (f"Split the same way on both sides, over the pairs whose greedy outputs are identical, $\\tau$ A/B is "
+            f"{arms} ({where}).")
 
 
 def summary_sentence(a: Analysis) -> Markup | None:

@@ -79,12 +79,12 @@ import httpx
 from containers.bringup import up
 from containers.ready import BringUpError
 from containers.sweep import up_together
+from ddbench import prom
 from ddbench.manifest import bundle_marker, now_iso
 from ddbench.profile import REPO_ROOT, Arm, Profile, ProfileError, load_profile, repo_path
 from ddbench.prompts import Prompt, load_prompts, prompt_set_digest
 from ddbench.results import SERVER_LOG, write_json_atomic
 
-VERIFY_COUNTER = "sglang:spec_verify_calls_total"
 FORK_LAYER = "sglang-ddtree"
 SCHEMA = 1
 REQUEST_TIMEOUT_S = 600.0
@@ -154,17 +154,13 @@ def pythonpath(entries: list[str]):
 # ---------------------------------------------------------------- talking to a server
 
 
-def counter(text: str, name: str = VERIFY_COUNTER) -> float | None:
-    """The sum over labels of a Prometheus counter in /metrics text; None when absent."""
-    total, seen = 0.0, False
-    for line in text.splitlines():
-        if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "):
-            try:
-                total += float(line.rsplit(None, 1)[1])
-                seen = True
-            except (IndexError, ValueError):
-                continue
-    return total if seen else None
+def counter(text: str, name: str = prom.VERIFY_CALLS) -> float | None:
+    """The sum over labels of a Prometheus counter in /metrics text (ddbench.prom); None when absent or the
+    text is not Prometheus exposition."""
+    try:
+        return prom.parse(text).get(name)
+    except prom.PromError:
+        return None
 
 
 def scrape(url: str) -> float | None:

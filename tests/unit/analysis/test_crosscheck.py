@@ -291,3 +291,46 @@ def test_tau_split_by_output_agreement_where_records_carry_verify_counts(tmp_pat
     assert row["identical"] == 2 and row["pairs"] == 2
     assert row["tau_this_where_identical"] == pytest.approx(10 / 4) and pd.isna(row["tau_this_where_differing"])
     assert row["tau_other_where_identical"] == pytest.approx(10 / 3)
+
+
+def _chunk_pair(tmp_path, target, verifies):
+    """This side (SGLang-like) with no spec details, a warmup request in its tree cell, and /metrics counting
+    `verifies` verify calls over the cell; the other side's F parts from this side's after 'a b c'."""
+    this, other = _pair(tmp_path, target)
+    cell = this / "tree-b4-k2" / "c1-r1"
+    lines = [json.loads(x) for x in (cell / "requests-h-1.jsonl").read_text().splitlines()]
+    # warmup: prefill chunk + 2 verify steps; E 1 step, F 3 steps: 6 in all
+    warm = json.loads(rec("tree-b4-k2", "w", -500, [(-400, "a", 1), (-350, " b", 1), (-300, " c", 1)], -290, 3,
+                          warmup=True).model_dump_json())
+    (cell / "requests-h-1.jsonl").write_text("".join(json.dumps({**x, "spec": None}) + "\n" for x in [warm, *lines]))
+    _scrape(cell, 13, verifies)
+    ocell = other / "tree-b4-k2" / "c1-r1"
+    olines = [json.loads(x) for x in (ocell / "requests-h-1.jsonl").read_text().splitlines()]
+    olines[1]["chunks"][2]["text"] = " x y"
+    (ocell / "requests-h-1.jsonl").write_text("".join(json.dumps(x) + "\n" for x in olines))
+    _scrape(ocell, 10, 3)
+    return this
+
+
+def test_tau_split_with_steps_from_stream_chunks_where_metrics_agree(tmp_path, target):
+    """No spec_verify_ct: a request's verify steps are its content chunks − 1, taken where the cell's sum over
+    all its requests, warmup included (2 + 1 + 3), equals the /metrics verify calls differenced over it."""
+    row = analyze(_chunk_pair(tmp_path, target, 6), bootstrap=20).crosscheck.arms.set_index("arm").loc["tree-b4-k2"]
+    assert row["tau_basis"] == "server" and (row["pairs"], row["identical"], row["split_pairs"]) == (2, 1, 2)
+    # E identical: 4 tokens / 1 step on both; F differs: 6 / 3 here (4 chunks), 6 / 2 there (spec_verify_ct)
+    assert row["tau_this_where_identical"] == pytest.approx(4.0) and row["tau_other_where_identical"] == 4.0
+    assert row["tau_this_where_differing"] == pytest.approx(2.0) and row["tau_other_where_differing"] == 3.0
+    assert row["split_steps_this"] == "steps from stream chunks, equal to /metrics in 1 of 1 cells"
+    assert row["split_steps_other"] == "spec_verify_ct"
+    assert "this run: steps from stream chunks, equal to /metrics in 1 of 1 cells" in row["note"]
+
+
+def test_steps_from_stream_chunks_refused_where_metrics_disagree(tmp_path, target):
+    """7 verify calls on /metrics against 6 chunks past the first: the chunks are not taken as steps; the other
+    side is split alone, over all pairs."""
+    row = analyze(_chunk_pair(tmp_path, target, 7), bootstrap=20).crosscheck.arms.set_index("arm").loc["tree-b4-k2"]
+    assert pd.isna(row["tau_this_where_identical"]) and pd.isna(row["tau_this_where_differing"])
+    assert row["tau_other_where_identical"] == 4.0 and row["tau_other_where_differing"] == 3.0
+    assert row["split_pairs"] == 2
+    assert row["split_steps_this"] == "steps from stream chunks, equal to /metrics in 0 of 1 cells"
+    assert "equal to /metrics in 0 of 1 cells, not split" in row["note"]

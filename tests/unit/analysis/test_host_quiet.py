@@ -50,4 +50,5 @@ def test_the_limit_is_a_share_of_the_host():
     assert small["busy"].tolist() == [True, False] and small["limit"].tolist() == [0.2, 0.2]
     assert big["busy"].tolist() == [False, False] and big["limit"].tolist() == [1.6, 1.6]
     assert unknown["limit"].tolist() == [0.2, 0.2]
-    assert checks._host_quiet(big)[0].status == "pass" and "more than 1.6 core(s)" in checks._host_quiet(big)[0].evidence
+    [c] = checks._host_quiet(big)
+    assert c.status == "pass" and "more than 1.6 core(s)" in c.evidence

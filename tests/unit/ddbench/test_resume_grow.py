@@ -17,7 +17,8 @@ def test_extension_only_for_more_repetitions(write_profile):
     assert extension(made, load_profile(write_profile(reps(6)))) == 4
     assert extension(made, load_profile(write_profile(reps(4)))) is None
     assert extension(made, load_profile(write_profile(reps(3)))) is None
-    other = load_profile(write_profile(lambda d: (d["load"].update(repetitions=6), d["workload"].update(max_tokens=64))))
+    other = load_profile(write_profile(lambda d: (d["load"].update(repetitions=6),
+                                                  d["workload"].update(max_tokens=64))))
     assert extension(made, other) is None
 
 

@@ -85,3 +85,25 @@ def test_the_gap_line_splits_tau_by_output_agreement_where_one_side_can():
     assert "within 5\\% of A's 4.40: the split of outputs accounts for the gap" in line
     far = {**split, "tau_other_where_identical": 4.0}
     assert "does not account for the gap" in _plain(caveats(_x([ARMS[0], far]))[0])
+
+
+CHUNKS = "steps from stream chunks, equal to /metrics in 8 of 8 cells"
+
+
+def test_the_gap_line_splits_both_sides_the_same_way_and_names_the_steps():
+    split = {**ARMS[2], "tau_this_where_identical": 4.02, "tau_other_where_identical": 4.0,
+             "tau_this_where_differing": 4.9, "tau_other_where_differing": 4.1, "split_pairs": 10,
+             "split_steps_this": CHUNKS, "split_steps_other": "spec_verify_ct"}
+    line = _plain(caveats(_x([ARMS[0], split]))[0])
+    assert ("Outputs are identical on 6 of 10 pairs. Over those, $\\tau$ is 4.02 on A and 4.00 on B (A/B$-$1 "
+            "+0.5\\%; over the rest, whose tokens differ between the engines, 4.90 on A and 4.10 on B), within 5\\% "
+            "of each other: the split of outputs accounts for the gap.") in line
+    assert ("A from its stream chunks (one per verify step after the first), equal to /metrics in 8 of 8 cells; "
+            "B from its records' spec\\_verify\\_ct.") in line
+    assert "returns no per-request" not in line
+    far = {**split, "tau_this_where_identical": 4.4}
+    assert "still beyond 5\\% of each other: the split of outputs does not account for the gap" in \
+        _plain(caveats(_x([ARMS[0], far]))[0])
+    text = _plain(reading(_x([ARMS[0], split])))
+    assert ("Split the same way on both sides, over the pairs whose greedy outputs are identical, $\\tau$ A/B is "
+            "tree-b15-k8 4.02/4.00 (A's verify steps from its stream chunks") in text

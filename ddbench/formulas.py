@@ -1,0 +1,56 @@
+"""The per-request formulas of METRICS.md and the percentile rule, once, for every stage that needs them:
+analysis (whole runs, analysis/metrics.py) and the live web UI (loadtests/live.py) compute TTFT, TPOT,
+chunk gaps, output rate and τ here. Inputs are raw timings in perf_counter_ns; arrays or scalars."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+MIN_TAIL = 10      # a percentile q needs n·(1−q) ≥ 10 samples beyond it
+
+
+def ttft_s(send_ns, first_ns):
+    """Time to first token: send to the first content chunk."""
+    return (np.asarray(first_ns, dtype=float) - np.asarray(send_ns, dtype=float)) / 1e9
+
+
+def e2e_s(send_ns, end_ns):
+    return (np.asarray(end_ns, dtype=float) - np.asarray(send_ns, dtype=float)) / 1e9
+
+
+def tpot_s(e2e, ttft, tokens):
+    """Time per output token after the first: (E2E − TTFT) / (n − 1); NaN for n ≤ 1."""
+    n = np.asarray(tokens, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(n > 1, (np.asarray(e2e, dtype=float) - np.asarray(ttft, dtype=float)) / (n - 1), np.nan)
+
+
+def output_rate(tokens, e2e):
+    """One request's own tokens/s over its whole life."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.asarray(e2e, dtype=float) > 0, np.asarray(tokens, dtype=float) / e2e, np.nan)
+
+
+def tau(tokens, steps):
+    """Tokens per verify step (Σ tokens / Σ steps when summed first); NaN without steps."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.asarray(steps, dtype=float) > 0, np.asarray(tokens, dtype=float) / steps, np.nan)
+
+
+def gaps_s(t_ns) -> np.ndarray:
+    """Time between one request's successive content chunks (what bench tools call ITL)."""
+    return np.diff(np.asarray(t_ns, dtype=float)) / 1e9
+
+
+def printable(n: int, q: float) -> bool:
+    """n·(1−q) ≥ 10, in exact arithmetic: 100·(1−0.9) is 9.999… in floating point."""
+    return n * (1 - Fraction(str(q))) >= MIN_TAIL
+
+
+def percentile(x, q: float) -> float:
+    """The q-quantile, or NaN when n is too small to print it ('n too small')."""
+    x = np.asarray(x, dtype=float)
+    x = x[~np.isnan(x)]
+    return float(np.quantile(x, q)) if printable(len(x), q) else float("nan")

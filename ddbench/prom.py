@@ -1,0 +1,39 @@
+"""Prometheus text exposition, reduced to what a before/after difference needs: shared by analysis (the
+counters each cell scraped) and the live web UI (τ from a server that returns no per-request details)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+# SGLang's counters (the reference engine exports the same): τ = Δ generated tokens / Δ verify calls
+GENERATED = "sglang:generation_tokens_total"
+VERIFY_CALLS = "sglang:spec_verify_calls_total"
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+\d+)?\s*$")
+
+
+class PromError(ValueError):
+    pass
+
+
+def parse(text: str, source: str = "<metrics>") -> dict[str, float]:
+    """Each metric name's value summed over its label sets (models, ranks); buckets are dropped."""
+    out: dict[str, float] = {}
+    for n, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if not m:
+            raise PromError(f"{source}:{n}: not a Prometheus sample line: {line[:80]!r}")
+        name, value = m.group(1), m.group(3)
+        if name.endswith("_bucket"):
+            continue
+        try:
+            v = float(value)
+        except ValueError:
+            raise PromError(f"{source}:{n}: value {value!r} of {name} is not a number") from None
+        if not math.isnan(v):
+            out[name] = out.get(name, 0.0) + v
+    return out
