@@ -25,6 +25,7 @@ from ddbench.records import RequestRecord
 
 WINDOW_S = 30.0
 BUCKET_S = 2.0
+TRAIL_S = 10.0   # a series point's percentiles are over this long before it: a bucket alone is too few
 QUANTILES = (0.5, 0.9, 0.99)
 # the LLM tab's rows: label, key, digits (negative: seconds shown as ms)
 ROWS = [("requests", "requests", 0), ("errors", "errors", 0), ("output tokens/s", "output_tokens_per_s", 1),
@@ -114,11 +115,12 @@ class LiveStats:
             if part["tau"] is None and server_tau is not None and (t := server_tau(since)) is not None:
                 part["tau"], part["tau_source"] = t, "server /metrics"
         series = []
-        edges = np.arange(start, now, BUCKET_S)
-        for t in edges[-150:]:
-            s = summary([x for x in self.facts if t < x["end_unix"] <= t + BUCKET_S], BUCKET_S, self.users)
-            series.append({"t": round(t + BUCKET_S - start, 1), "tokens_per_s": s["output_tokens_per_s"],
-                           "tau": s["tau"], "ttft_p50": s["ttft_p50"], "tpot_p50": s["tpot_p50"]})
+        for t in np.arange(start, now, BUCKET_S)[-150:]:
+            end = t + BUCKET_S
+            rate = summary([x for x in self.facts if t < x["end_unix"] <= end], BUCKET_S, self.users)
+            trail = summary([x for x in self.facts if end - TRAIL_S < x["end_unix"] <= end], TRAIL_S, self.users)
+            series.append({"t": round(end - start, 1), "tokens_per_s": rate["output_tokens_per_s"], "tau": rate["tau"],
+                           "ttft_p50": trail["ttft_p50"], "tpot_p50": trail["tpot_p50"]})
         return {"now": now, "started": start, "users": self.users, "window_s": self.window_s,
                 "window": window, "total": total, "series": series}
 
@@ -151,7 +153,8 @@ def table(snap: dict) -> list[dict]:
             return "n too small" if key.startswith(("ttft", "tpot", "gap")) else "-"
         return f"{v * 1000:.1f}" if digits < 0 else (f"{v:.{digits}f}" if digits else str(v))
 
-    rows = [{"metric": "arm", "window": snap["arm"], "total": snap["state"]}]
+    rows = [{"metric": "arm", "window": snap["arm"], "total": snap["arm"]},
+            {"metric": "server", "window": snap["state"], "total": snap["state"]}]
     rows += [{"metric": name, "window": cell(snap["window"], key, d), "total": cell(snap["total"], key, d)}
              for name, key, d in ROWS]
     rows.append({"metric": "tau from", "window": snap["window"]["tau_source"] or "-",

@@ -50,6 +50,8 @@ def test_the_window_holds_the_requests_that_ended_in_it():
     assert snap["window"]["ttft_p50"] is None and snap["total"]["gap_p90"] is None
     # 2 s buckets: 20 requests of 4 tokens end in the first, 10 in the second (cut at now)
     assert [p["tokens_per_s"] for p in snap["series"]] == pytest.approx([40.0, 20.0])
+    # a point's percentiles are over the trailing 10 s: 20 and then 30 requests, enough for a median
+    assert [p["ttft_p50"] for p in snap["series"]] == pytest.approx([0.010, 0.010])
 
 
 def test_a_stopped_load_holds_still_and_warmup_is_left_out():
