@@ -69,6 +69,8 @@ def materialize(records_dir: str | Path) -> RunDir:
     if not (d / MANIFEST).is_file():
         raise FileNotFoundError(f"{d}: no {MANIFEST}: the UI writes one when its first load starts")
     run = RunDir(d)
+    # every phase again, not only the one that ended: a closed loop's request sent in phase k may end (and
+    # be written) after phase k+1 began
     phases = read_json(d / PHASES)["phases"]
     records = read_records(d)
     for p in phases:

@@ -102,10 +102,12 @@ class LiveStats:
             x = {**x, "steps": x["tokens"]}
         self.facts.append(x)
 
-    def snapshot(self, now: float | None = None, server_tau: Callable[[float], float | None] | None = None) -> dict:
-        """The window (the last window_s seconds, or since the start if shorter), the whole run, and a
-        series of BUCKET_S buckets. server_tau(since_unix) -> τ | None fills τ where the requests carry no
-        verify counts (a server that returns no per-request details, as SGLang 0.5.15)."""
+    def snapshot(self, now: float | None = None, server_tau: Callable[[float], float | None] | None = None,
+                 series: bool = True) -> dict:
+        """The window (the last window_s seconds, or since the start if shorter), the whole run, and (unless
+        series=False, as the LLM tab's table needs none) a series of BUCKET_S buckets. server_tau(since_unix)
+        -> τ | None fills τ where the requests carry no verify counts (a server that returns no per-request
+        details, as SGLang 0.5.15)."""
         now = min(now or time.time(), self.stopped or math.inf)
         start = self.started or now
         lo = max(start, now - self.window_s)
@@ -114,15 +116,26 @@ class LiveStats:
         for part, since in ((window, lo), (total, start)):
             if part["tau"] is None and server_tau is not None and (t := server_tau(since)) is not None:
                 part["tau"], part["tau_source"] = t, "server /metrics"
-        series = []
-        for t in np.arange(start, now, BUCKET_S)[-150:]:
-            end = t + BUCKET_S
-            rate = summary([x for x in self.facts if t < x["end_unix"] <= end], BUCKET_S, self.users)
-            trail = summary([x for x in self.facts if end - TRAIL_S < x["end_unix"] <= end], TRAIL_S, self.users)
-            series.append({"t": round(end - start, 1), "tokens_per_s": rate["output_tokens_per_s"], "tau": rate["tau"],
-                           "ttft_p50": trail["ttft_p50"], "tpot_p50": trail["tpot_p50"]})
         return {"now": now, "started": start, "users": self.users, "window_s": self.window_s,
-                "window": window, "total": total, "series": series}
+                "window": window, "total": total, "series": self._series(start, now) if series else []}
+
+    def _series(self, start: float, now: float) -> list[dict]:
+        """The last 150 buckets (start + kB, start + (k+1)B]: each one's rate and τ, and the percentiles of the
+        TRAIL_S before its end. Facts are bucketed once: this runs at every refresh of the page."""
+        ks = range(max(0, math.ceil((now - start) / BUCKET_S) - 150), math.ceil((now - start) / BUCKET_S))
+        trail = round(TRAIL_S / BUCKET_S)
+        buckets: dict[int, list[dict]] = {}
+        for x in self.facts:
+            k = math.ceil((x["end_unix"] - start) / BUCKET_S) - 1
+            if ks and ks.start - trail < k < ks.stop:
+                buckets.setdefault(k, []).append(x)
+        out = []
+        for k in ks:
+            rate = summary(buckets.get(k, []), BUCKET_S, self.users)
+            last = summary([x for j in range(k - trail + 1, k + 1) for x in buckets.get(j, [])], TRAIL_S, self.users)
+            out.append({"t": round((k + 1) * BUCKET_S, 1), "tokens_per_s": rate["output_tokens_per_s"],
+                        "tau": rate["tau"], "ttft_p50": last["ttft_p50"], "tpot_p50": last["tpot_p50"]})
+        return out
 
 
 @dataclass

@@ -25,8 +25,11 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from ddbench import prom
 from ddbench.launch import server_command
+from ddbench.manifest import start_run
 from ddbench.profile import Profile, load_profile
-from loadtests import adhoc
+from ddbench.records import RequestRecord
+from ddbench.results import MANIFEST, RunDir
+from loadtests import adhoc, live
 from loadtests.cell import probe
 from loadtests.live import LiveStats, ServerCounters, table
 
@@ -36,10 +39,9 @@ MESSAGE = "ddbench_live"
 SCRAPE_S = 2.0
 
 
-
-def send(environment, fact: dict) -> None:
+def send(environment, rec: RequestRecord) -> None:
     """From any process: a finished request's fact, to wherever the live view is."""
-    runner = environment.runner
+    runner, fact = environment.runner, live.fact(rec)
     if isinstance(runner, WorkerRunner):
         runner.send_message(MESSAGE, fact)
     elif SESSION is not None:
@@ -97,10 +99,7 @@ class Session:
             try:
                 if self.env.runner.state not in ("ready", "stopped"):
                     self.env.runner.stop()
-                self.end_phase()
-                if self.server is not None:
-                    self.server.stop()
-                    self.server = None
+                self.stop()
                 self.bring_up(arm)
                 self.state = "up"
             except Exception as e:   # the page shows why; the UI stays up for another choice
@@ -110,6 +109,7 @@ class Session:
         gevent.spawn(run)
 
     def stop(self) -> None:
+        """The open phase closed, the server this UI started down."""
         self.end_phase()
         if self.server is not None:
             self.server.stop()
@@ -144,9 +144,6 @@ class Session:
                 log.error("ddbench: could not write the session's cells: %s", e)
 
     def _manifest(self) -> None:
-        from ddbench.manifest import start_run
-        from ddbench.results import MANIFEST, RunDir
-
         d = self.records_dir()
         if self.profile is not None and not (d / MANIFEST).is_file():
             d.mkdir(parents=True, exist_ok=True)
@@ -165,8 +162,8 @@ class Session:
             except (httpx.HTTPError, prom.PromError):
                 pass
 
-    def snapshot(self) -> dict:
-        snap = self.stats.snapshot(server_tau=self.counters.tau)
+    def snapshot(self, series: bool = True) -> dict:
+        snap = self.stats.snapshot(server_tau=self.counters.tau, series=series)
         arms = [a.id for a in self.profile.arms] if self.profile else [self.arm]
         snap = {**snap, "arm": self.arm, "arms": arms, "command": self.command(), "state": self.state,
                 "error": self.error, "can_switch": self.serve, "host": self.env.host,
@@ -209,7 +206,7 @@ def _routes(web_ui, s: Session) -> None:
     def _llm_rows(response):
         if request.path == "/stats/requests" and response.is_json:
             body = response.get_json()
-            body["extended_stats"] = [{"key": "llm", "data": s.snapshot()["rows"]}]
+            body["extended_stats"] = [{"key": "llm", "data": s.snapshot(series=False)["rows"]}]
             response.set_data(json.dumps(body))
         return response
 

@@ -30,7 +30,7 @@ from locust.runners import MasterRunner
 from ddbench.prompts import PromptSetError, load_prompts
 from ddbench.records import RequestRecord
 from ddbench.results import RESULTS_ROOT
-from loadtests import live, liveweb, plan
+from loadtests import plan
 from loadtests.client import chat_body, stream_chat
 from loadtests.coordinate import Coordinator
 from loadtests.options import OptionError, add_options, settings
@@ -51,6 +51,8 @@ class Cell:
         self.t0_ns = 0
         self.file: RecordFile | None = None
         self.worker = ""
+        self.live = None           # liveweb.send in a `just ui` session (--ddbench-live), else None
+        self.live_session = None   # the master's liveweb.Session
 
 
 CELL = Cell()
@@ -83,16 +85,18 @@ def _init(environment, **_):
         log.error("ddbench: %s", e)
         sys.exit(2)
     log.info("ddbench: records go to %s", s.records_dir)
-    if opts.ddbench_live:
-        liveweb.install(environment)
+    if opts.ddbench_live:  # a `just ui` session; headless cells never load the live view
+        from loadtests import liveweb
+
+        CELL.live_session = liveweb.install(environment)
 
 
 @events.test_start.add_listener
 def _test_start(environment, **_):
     runner, opts = environment.runner, environment.parsed_options
     if not CELL.coord.is_worker:
-        if liveweb.SESSION is not None:   # first: it may correct the options the users read below
-            liveweb.SESSION.start_load()
+        if CELL.live_session is not None:   # first: it may correct the options the users read below
+            CELL.live_session.start_load()
         CELL.coord.reset()
         # the master's view, which workers receive with their spawn orders
         opts.ddbench_users = runner.target_user_count
@@ -102,6 +106,7 @@ def _test_start(environment, **_):
         return
     s = CELL.settings = settings(opts)
     CELL.worker = worker_name()  # here, not at import: --processes forks after the import
+    CELL.live = _live_sender() if getattr(opts, "ddbench_live", False) else None
     CELL.users = int(getattr(opts, "ddbench_users", 0) or runner.target_user_count)
     CELL.order = plan.prompt_order(load_prompts(s.prompt_set, s.categories or None), s.seed, s.repetition)
     CELL.t0_ns = 0
@@ -120,6 +125,12 @@ def _test_start(environment, **_):
         CELL.file = None
     if want and CELL.file is None:
         CELL.file = RecordFile(s.records_dir, CELL.worker)
+
+
+def _live_sender():
+    from loadtests import liveweb
+
+    return liveweb.send
 
 
 @events.spawning_complete.add_listener
@@ -194,8 +205,8 @@ class ChatUser(FastHttpUser):
             warmup=warmup, prompt_id=prompt.id, category=prompt.category, worker=CELL.worker, user=self.index,
             max_tokens=body["max_tokens"], temperature=s.temperature, intended_send_ns=intended_ns, **raw)
         CELL.coord.completed += 1
-        if getattr(self.environment.parsed_options, "ddbench_live", False):
-            liveweb.send(self.environment, live.fact(rec))
+        if CELL.live:
+            CELL.live(self.environment, rec)
         if CELL.file:
             CELL.file.write(rec)
         else:
