@@ -21,17 +21,21 @@ check PROFILE:
 reproduce PROFILE="cpu-tiny" *ARGS:
     @python3 -m ddbench reproduce "$@"
 
-# download the pinned wheels for an offline image build (VARIANT: cpu or cuda)
+# download the pinned wheels for an offline image build (VARIANT: cpu, cuda, or sglang)
 wheelhouse VARIANT="cpu":
-    @python3 -m containers.refengine.wheelhouse --variant "$1"
+    @python3 -m containers.wheelhouse --variant "$1"
 
 # the H200's offline Python bundle (LAYER: harness, sglang, sglang-ddtree with DDTREE_FORK_GIT=a clone of the fork): -> .h200/LAYER/ (carry it)
 h200-bundle LAYER:
     @python3 -m containers.h200.bundle build "$1"
 
-# build an image: base, refengine-cpu, refengine-cuda, sglang-blackwell, sglang-hopper
+# build an image: base, base-py312, refengine-cpu|cuda, sglang-local|blackwell|hopper (sglang-*: --fork-git DIR)
 build IMAGE *ARGS:
     @python3 -m containers.images build "$@"
+
+# SGLang+DDTree of the one pin in a CPython 3.12 venv, for a GPU host without Docker
+sglang-venv VENV FORK_GIT *WHEELHOUSE:
+    @sh containers/sglang/install.sh "$@"
 
 # bring one arm's server up and leave it running
 up PROFILE ARM *ARGS:

@@ -17,6 +17,7 @@ from pathlib import Path
 from containers import docker_runtime, local_runtime
 from containers.ready import BringUpError, wait_ready
 from containers.spec import build_spec, labels
+from ddbench import cpus as cpus_mod
 from ddbench.launch import DEFAULT_PORT, server_command
 from ddbench.profile import Profile
 from ddbench.results import SERVER_LOG, STATUS, write_json_atomic
@@ -73,8 +74,16 @@ def up(profile: Profile, arm_id: str, run_dir: Path, *, port: int | None = None,
         launch = server_command(profile, arm, host="127.0.0.1", port=port, python=sys.executable)
         argv = _with_port(command, port) or launch.argv
         status.update(command=argv, env_names=sorted(launch.env), notes=launch.notes)
+        try:
+            cpus = cpus_mod.usable(profile.placement.cpus, "placement.cpus") if profile.placement.cpus else None
+        except ValueError as e:
+            write_json_atomic(arm_dir / STATUS, {**status, "status": "failed", "reason": str(e),
+                                                 "ended_unix": time.time()})
+            raise BringUpError(f"arm '{arm.id}': {e}") from None
+        if cpus:
+            status["cpus"] = sorted(cpus)
         server = local_runtime.start(argv, env=launch.env, url=f"http://127.0.0.1:{port}", log_path=log_path,
-                                     labels=labels(profile, arm, run_id, log_path), detach=detach)
+                                     labels=labels(profile, arm, run_id, log_path), detach=detach, cpus=cpus)
     status["url"] = server.url
     try:
         ready_s = wait_ready(server.url, exited=server.exited, logs=server.logs, timeout_s=timeout_s,

@@ -51,6 +51,8 @@ def run_kwargs(spec: ContainerSpec) -> dict:
         kw["shm_size"] = spec.shm_size
     if spec.ipc_mode:
         kw["ipc_mode"] = spec.ipc_mode
+    if spec.cpuset:
+        kw["cpuset_cpus"] = spec.cpuset
     return kw
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 
 from containers import cleanup
+from ddbench.cpus import pinner
 from ddbench.profile import REPO_ROOT
 
 STOP_TIMEOUT_S = 10
@@ -108,8 +109,8 @@ def state_file(pgid: int) -> Path:
 
 
 def start(argv: list[str], *, env: dict[str, str], url: str, log_path: Path, labels: dict[str, str] | None = None,
-          detach: bool = False, cwd: Path = REPO_ROOT) -> LocalServer:
-    """Start argv in a new process group, its output redacted into log_path."""
+          detach: bool = False, cwd: Path = REPO_ROOT, cpus: frozenset[int] | None = None) -> LocalServer:
+    """Start argv in a new process group, its output redacted into log_path; cpus pins the server."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     read, write = os.pipe()
     full_env = {**os.environ, **env}
@@ -118,7 +119,7 @@ def start(argv: list[str], *, env: dict[str, str], url: str, log_path: Path, lab
                                 cwd=REPO_ROOT, env=full_env, process_group=0)
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=write, stderr=subprocess.STDOUT, cwd=cwd,
-                                    env=full_env, process_group=pump.pid)
+                                    env=full_env, process_group=pump.pid, preexec_fn=pinner(cpus))
         except OSError:
             os.killpg(pump.pid, signal.SIGKILL)
             raise

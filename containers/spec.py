@@ -47,13 +47,14 @@ class ContainerSpec:
     mounts: list[Mount] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)
     workdir: str | None = None
+    cpuset: str | None = None  # placement.cpus: the CPUs the container may run on
     notes: list[str] = field(default_factory=list)
 
     def public(self) -> dict:
         """What may be recorded: the env's names only, since values may be secrets."""
         return {"name": self.name, "image": self.image, "command": self.command, "env_names": sorted(self.env),
                 "port": self.port, "host_port": self.host_port, "bind": self.bind, "gpus": self.gpus,
-                "shm_size": self.shm_size, "ipc_mode": self.ipc_mode, "workdir": self.workdir,
+                "shm_size": self.shm_size, "ipc_mode": self.ipc_mode, "workdir": self.workdir, "cpuset": self.cpuset,
                 "mounts": [m.__dict__ for m in self.mounts], "labels": self.labels}
 
 
@@ -116,7 +117,8 @@ def build_spec(profile: Profile, arm: Arm, *, run_id: str, arm_dir: Path | None 
         # NCCL and CUDA IPC between tensor-parallel ranks need the host's IPC namespace
         shm_size=None if cuda else "2g", ipc_mode="host" if cuda else None,
         mounts=mounts, labels=labels(profile, arm, run_id, Path(arm_dir) / "server.log" if arm_dir else None),
-        workdir=WORKDIR if profile.backend.kind == "refengine" else None, notes=list(launch.notes))
+        workdir=WORKDIR if profile.backend.kind == "refengine" else None, cpuset=profile.placement.cpus,
+        notes=list(launch.notes))
 
 
 def with_command(spec: ContainerSpec, command: list[str]) -> ContainerSpec:

@@ -77,7 +77,8 @@ def plan_text(profile, source: str) -> str:
              + (f", image {profile.backend.image}" if profile.backend.image else "") + ")",
              f"  models  target {profile.models.target}  drafter {profile.models.drafter or '-'}",
              f"  placement {profile.placement.device}"
-             + (f" gpus {profile.placement.gpus} tp {profile.placement.tp_size}" if profile.placement.gpus else ""),
+             + (f" gpus {profile.placement.gpus} tp {profile.placement.tp_size}" if profile.placement.gpus else "")
+             + (f", servers pinned to CPU {profile.placement.cpus}" if profile.placement.cpus else ""),
              f"  workload {wl.prompt_set}  max_tokens {wl.max_tokens}  temperature {wl.temperature}"
              f"  ignore_eos {wl.ignore_eos}"]
     if load.requests_per_user is not None:
@@ -88,7 +89,7 @@ def plan_text(profile, source: str) -> str:
     else:
         requests = f"{load.duration_s:g} s per cell after {load.warmup_requests} warmup requests per user"
     lines += [f"  load {load.mode}, concurrency {load.concurrency}, {load.repetitions} repetition(s), "
-              f"seed {load.seed}",
+              f"seed {load.seed}" + (f", load generator pinned to CPU {load.cpus}" if load.cpus else ""),
               f"  cells {len(profile.arms)} arms x {len(load.concurrency)} concurrency x "
               f"{load.repetitions} repetitions = {len(cells)} cells; {requests}",
               f"  schedule {mode}: {why}; {schedule.bring_ups(profile, mode)} server start(s)",

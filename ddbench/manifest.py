@@ -176,6 +176,22 @@ def model_digests(profile: Profile) -> dict:
     return out
 
 
+def image_records(profile: Profile) -> dict:
+    """The image a docker profile runs: its id, registry digests and ddbench's labels (the pin's SHA,
+    the smoke check's result); what the daemon cannot say is recorded as an error, not guessed."""
+    if profile.backend.runtime != "docker" or not profile.backend.image:
+        return {}
+    tag = profile.backend.image
+    try:
+        import docker
+
+        image = docker.from_env().images.get(tag)
+    except Exception as e:  # no daemon, no image: the preflight refuses the run; a manifest still says why
+        return {tag: {"error": f"{type(e).__name__}: {e}"}}
+    labels = {k: v for k, v in (image.labels or {}).items() if k.startswith(("ddbench.", "org.opencontainers."))}
+    return {tag: {"id": image.id, "repo_digests": image.attrs.get("RepoDigests", []), "labels": labels}}
+
+
 def build_manifest(profile: Profile, source: str, run: RunDir) -> dict:
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
     prompt_file = repo_path(profile.workload.prompt_set)
@@ -192,7 +208,7 @@ def build_manifest(profile: Profile, source: str, run: RunDir) -> dict:
         "environment": redact_env(env),
         "seeds": {"load": profile.load.seed},
         "schedule": planned_schedule(profile),
-        "images": {},
+        "images": image_records(profile),
         "h200_bundles": h200_bundles(),
         "sglang_source": sglang_source(),
         "started": now_iso(),

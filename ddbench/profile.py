@@ -17,6 +17,8 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ddbench.cpus import CPU_LIST
+from ddbench.cpus import parse as parse_cpus
 from ddbench.schedule import Mode
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -65,6 +67,9 @@ class Placement(Strict):
     device: Literal["cpu", "cuda"] = "cpu"
     gpus: list[Annotated[int, Field(ge=0)]] = []
     tp_size: int = Field(1, ge=1)
+    # left out of the dump when unset, so that runs recorded before the field existed keep their digests
+    cpus: str | None = Field(None, pattern=CPU_LIST, exclude_if=lambda v: v is None,
+                             description="CPU list every server process is pinned to, e.g. '1' (ddbench/cpus.py)")
 
     @model_validator(mode="after")
     def _gpus_match_tp(self):
@@ -167,6 +172,8 @@ class Load(Strict):
     repetitions: int = Field(1, ge=1)
     seed: int = 0
     processes: int = Field(1, ge=1, description="Locust worker processes")
+    cpus: str | None = Field(None, pattern=CPU_LIST, exclude_if=lambda v: v is None,
+                             description="CPU list the load generator is pinned to, e.g. '0' (ddbench/cpus.py)")
     # left out of the dump when 'auto', so that runs recorded before the field existed keep their digests
     schedule: Mode = Field(
         "auto", exclude_if=lambda v: v == "auto",
@@ -218,6 +225,10 @@ class Profile(Strict):
             raise ValueError("speculative arms need models.drafter")
         if self.backend.kind == "sglang":
             _check_sglang(self)
+        servers, load = (parse_cpus(c) if c else frozenset() for c in (self.placement.cpus, self.load.cpus))
+        if servers & load:
+            raise ValueError(f"placement.cpus '{self.placement.cpus}' and load.cpus '{self.load.cpus}' share "
+                             f"CPU(s) {sorted(servers & load)}: pinning is there to keep them apart")
         return self
 
     def arm(self, arm_id: str) -> Arm:

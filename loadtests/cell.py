@@ -25,6 +25,7 @@ from pathlib import Path
 
 import httpx
 
+from ddbench.cpus import pinner, usable
 from ddbench.profile import Load, Workload
 from ddbench.prompts import load_prompts
 from ddbench.records import CellStatus, RequestRecord
@@ -92,10 +93,15 @@ def run_cell(workload: Workload, load: Load, *, url: str, cell_dir: Path, arm: s
         model = model or probe(url)
     except CellError as e:
         return finish(cell_dir, CellStatus(**base, status="failed", reason=str(e), ended_unix=time.time()))
+    try:
+        cpus = usable(load.cpus, "load.cpus") if load.cpus else None
+    except ValueError as e:
+        return finish(cell_dir, CellStatus(**base, status="failed", reason=str(e), ended_unix=time.time()))
     argv = locust_argv(workload, load, url=url, cell_dir=cell_dir, arm=arm, concurrency=concurrency,
                        repetition=repetition, processes=processes or load.processes, model=model)
     with open(cell_dir / LOCUST_LOG, "w") as logf:
-        proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, cwd=LOCUSTFILE.parent.parent)
+        proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, cwd=LOCUSTFILE.parent.parent,
+                                preexec_fn=pinner(cpus))
         sampler = CpuSampler(proc.pid, cell_dir / CPU_FILE).start()
         timed_out = False
         try:

@@ -49,7 +49,7 @@ def base_image(docker_client):
 def refengine_image(base_image):
     if not (REPO_ROOT / "wheelhouse" / "cpu" / "requirements.lock").is_file():
         t0 = time.monotonic()
-        subprocess.run([sys.executable, "-m", "containers.refengine.wheelhouse", "--variant", "cpu"], check=True)
+        subprocess.run([sys.executable, "-m", "containers.wheelhouse", "--variant", "cpu"], check=True)
         print(f"\nwheelhouse downloaded in {time.monotonic() - t0:.0f} s")
     built = build_refengine("cpu", base=base_image)
     print(f"\nrefengine image {built.tag}: " + ("reused" if built.cached else f"built in {built.seconds:.0f} s"))

@@ -22,7 +22,7 @@ SGLANG_PROFILES = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml")
 
 def profile(version="0.5.15", extra=(), arms=None) -> Profile:
     return Profile.model_validate({
-        "name": "t", "backend": {"kind": "sglang", "runtime": "docker", "image": "x", "version": version},
+        "name": "t", "backend": {"kind": "sglang", "runtime": "local", "version": version},
         "models": {"target": "/m/t", "drafter": "/m/d"}, "placement": {"device": "cuda", "gpus": [0]},
         "runtime": {"attention_backend": "triton", "overlap_scheduler": False, "extra_args": list(extra)},
         "arms": arms or [{"id": "ar", "kind": "ar"}, {"id": "linear-b16", "kind": "linear", "block_size": 16},

@@ -107,6 +107,12 @@ def test_fork_profiles_and_dockerfiles_name_the_pinned_release():
     for q in fork_profiles:
         assert q.backend.version == p.sglang, q.name
         assert {table_for(q, a.kind) for a in q.arms} == {p.flags_table}, q.name
-    for dockerfile in sorted((PIN_FILE.parent).glob("Dockerfile.*")):
-        [version] = re.findall(r"^ARG SGLANG_VERSION=(\S+)$", dockerfile.read_text(), re.M)
-        assert version == p.sglang, dockerfile.name
+    # the Dockerfiles carry no copy of the pin: images.py passes it as build args, and a build without
+    # them stops; the registry base is the pinned release's image
+    for dockerfile in sorted((PIN_FILE.parent).glob("Dockerfile*")):
+        text = dockerfile.read_text()
+        for arg in ("SGLANG_VERSION", "DDTREE_REPO", "DDTREE_COMMIT", "EXPECT", "NEED_SM"):
+            assert re.search(rf"^ARG {arg}$", text, re.M), (dockerfile.name, arg)
+        assert not re.search(r"\b[0-9a-f]{40}\b", text), f"{dockerfile.name} names a commit"
+        for image in re.findall(r"^ARG SGLANG_IMAGE=(\S+)$", text, re.M):
+            assert image.startswith(f"lmsysorg/sglang:v{p.sglang}-cu130@sha256:"), image

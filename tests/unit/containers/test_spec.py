@@ -21,15 +21,15 @@ def refengine_docker(**over) -> Profile:
 def test_gpu_arm_gets_its_gpus_host_ipc_and_the_generated_command(monkeypatch, tmp_path):
     monkeypatch.delenv("DDBENCH_BIND", raising=False)
     p = load_profile("kimi-k2.6-8xrtx6000")
-    arm = p.arm("tree-b32-k8")
-    spec = build_spec(p, arm, run_id="r1", arm_dir=tmp_path / "tree-b32-k8", host_port=31000)
+    arm = p.arm("tree-b32-k32")
+    spec = build_spec(p, arm, run_id="r1", arm_dir=tmp_path / "tree-b32-k32", host_port=31000)
     assert spec.command == server_command(p, arm, host="0.0.0.0", port=30000).argv
     assert spec.gpus == [0, 1, 2, 3, 4, 5, 6, 7]
     assert spec.ipc_mode == "host" and spec.shm_size is None
-    assert spec.env["SGLANG_DDTREE_MAX_TOPK"] == "8"
+    assert "SGLANG_DDTREE_MAX_TOPK" not in spec.env  # the pinned fork's top-k is min(B, vocab)
     assert "CUDA_VISIBLE_DEVICES" not in spec.env  # the runtime maps GPUs, renumbered from 0
-    assert spec.labels == {LABEL: "1", "ddbench.profile": p.name, "ddbench.run": "r1", "ddbench.arm": "tree-b32-k8",
-                           "ddbench.log": str(tmp_path / "tree-b32-k8" / "server.log")}
+    assert spec.labels == {LABEL: "1", "ddbench.profile": p.name, "ddbench.run": "r1", "ddbench.arm": "tree-b32-k32",
+                           "ddbench.log": str(tmp_path / "tree-b32-k32" / "server.log")}
     kw = run_kwargs(spec)
     assert kw["ports"] == {"30000/tcp": ("127.0.0.1", 31000)}
     assert kw["device_requests"][0]["DeviceIDs"] == [str(g) for g in range(8)]

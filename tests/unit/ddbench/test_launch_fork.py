@@ -92,3 +92,4 @@ def test_the_shipped_fork_profile():
     assert {a.id for a in p.arms} <= {a.id for a in ref.arms}  # the cross-check pairs like with like
     assert p.workload == ref.workload and p.load.concurrency == ref.load.concurrency
     assert check_profile(p) == []
+
