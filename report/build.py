@@ -70,6 +70,8 @@ def context(a: Analysis, figs: dict[str, Path]) -> dict:
         "bootstrap": len(next(iter(a.boots.values())).reps) if a.boots else 0,
         "refusals": a.refusals, "levels": levels, "fig": {k: Markup(v.name) for k, v in figs.items()},
         "acceptance": tables.acceptance(a), "decomposition": tables.decomposition(a),
+        "tau_concurrency": {"note": summary.tau_across_concurrency(a),
+                            "width": 0.9 if len(figures.tau_panels(a)) > 1 else 0.62},
         "categories": tables.categories(a), "lossless": tables.lossless(a), "lossless_note": a.lossless_note,
         "failures_count": len(failures), "failures": tables.checks(failures),
         "check_counts": tables.check_counts(a.checks), "all_checks": tables.checks(a.checks),

@@ -122,3 +122,39 @@ def _triaged(a: Analysis, spec) -> str:
             + (f"\\textbf{{{bad} failures}}" if bad else "0 failures")
             + f" (fp32 logit margin below {num(t.threshold, 2)} at the first differing token, largest "
             + f"{num(c['largest_margin'].max(), 3)})")
+
+
+def _widest_tau_shift(s) -> str:
+    """The speculative arm whose τ moves most across C, as its τ at its lowest and highest τ's C, in C order."""
+    best = None
+    for arm, d in s.groupby("arm", sort=False):
+        d = d.dropna(subset=["tau"])
+        if d["concurrency"].nunique() < 2 or not (d["tau"] > 0).all():
+            continue
+        lo, hi = d.loc[d["tau"].idxmin()], d.loc[d["tau"].idxmax()]
+        shift = hi["tau"] / lo["tau"] - 1
+        if best is None or shift > best[0]:
+            best = (shift, arm, *sorted((lo, hi), key=lambda r: r["concurrency"]))
+    if best is None:
+        return ""
+    shift, arm, first, last = best
+    return (f" (widest here: {escape(arm)}, {num(first['tau'], 2)} at C={int(first['concurrency'])} and "
+            f"{num(last['tau'], 2)} at C={int(last['concurrency'])}, {num(100 * shift, 1)}\\% apart)")
+
+
+def tau_across_concurrency(a: Analysis) -> Markup | None:
+    """What the acceptance-across-concurrency figure can and cannot say, for the sentence under it."""
+    s = a.summary
+    spec = s[s["kind"] != "ar"] if len(s) else s
+    if not len(spec):
+        return None
+    cs = sorted(int(c) for c in spec["concurrency"].unique())
+    if len(cs) == 1:
+        return Markup(f"This run has one concurrency (C={cs[0]}): the figure compares arms at it only, and "
+                      f"$\\tau$ ratios between arms at the same $C$ are the matched comparison.")
+    who = "SGLang's" if a.run.profile.backend.kind == "sglang" else "the reference engine's"
+    return Markup(f"$\\tau$ at different $C$ is not a matched comparison: each concurrency batches different "
+                  f"requests together, and {who} scheduler and the engine change what runs per step, so a shift of "
+                  f"$\\tau$ across $C${_widest_tau_shift(spec)} describes the run, not an effect of $C$ on acceptance; "
+                  f"$\\tau$ ratios between arms at the same $C$ (the tree-gain decomposition below) are the matched "
+                  f"comparison.")

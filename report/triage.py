@@ -79,15 +79,20 @@ def context(a: Analysis) -> dict | None:
 
 
 def figure(a: Analysis, path: Path) -> Path:
+    from report.figures import _save
+    return _save(draw(a), path)
+
+
+def draw(a: Analysis):
     """ECDFs on a log axis: the top-1/top-2 gap at every position of the ar references, and the margin of
     each distinct divergence; the threshold as a line."""
-    from report.figures import _label, _save, plt
+    from report.figures import _label, plt
     t = a.triage
     fig, ax = plt.subplots(figsize=(5.2, 2.8))
     floor = 1e-4
     if t is None or (not len(t.position_gaps) and t.divergences.empty):
         ax.text(0.5, 0.5, "no divergence to triage", ha="center", transform=ax.transAxes)
-        return _save(fig, path)
+        return fig
     _ecdf(ax, t.position_gaps, floor, f"gap, every position of the ar outputs (n={len(t.position_gaps)})", "-")
     d = t.divergences
     for verdict, style in ((tr.TIE, "--"), (tr.FAILURE, ":")):
@@ -100,7 +105,7 @@ def figure(a: Analysis, path: Path) -> Path:
     ax.set(xscale="log", xlabel="fp32 logit gap / margin", ylabel="share at or below",
            title="Target's fp32 logit gap: all positions vs the divergences")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=1, frameon=False)
-    return _save(fig, path)
+    return fig
 
 
 def _ecdf(ax, values, floor, label, style, marker=None):
