@@ -37,6 +37,10 @@ build IMAGE *ARGS:
 sglang-venv VENV FORK_GIT *WHEELHOUSE:
     @sh containers/sglang/install.sh "$@"
 
+# the drafter diagnosis of a run (the tree's headroom over the chain), offline on the CPU: -> RUN_DIR/tables/headroom_*.csv
+headroom RUN_DIR *ARGS:
+    @python3 -m analysis.headroom "$@"
+
 # bring one arm's server up and leave it running
 up PROFILE ARM *ARGS:
     @python3 -m ddbench up "$@"

@@ -216,34 +216,88 @@ def decomposition(run: Run, cells: pd.DataFrame, boots: dict) -> tuple[pd.DataFr
 
 
 def per_category(run: Run, req: pd.DataFrame, cells: pd.DataFrame, boots: dict) -> pd.DataFrame:
-    """Per prompt category: each speculative arm's mean request output rate (N / E2E) over the ar
-    arm's, with a bootstrap CI, and the arm's token-weighted τ in that category."""
+    """Per prompt category, at every concurrency: each speculative arm's mean request output rate (N / E2E)
+    over its baseline's, for the same pairs the speedups table compares (every speculative arm over ar,
+    trees and chains over the linear arm, trees over the chain; baseline_for's choice, matched conditions).
+
+    Both sides pool the requests of their cells that finished ok, over all repetitions; the 95% interval is
+    the percentile interval of the ratio of the two sides' request bootstraps within cells (a secondary view,
+    as pooled_speedup is in the speedups table: request noise only, not the host's drift between cells).
+    Beside each ratio: the token-weighted τ of both sides in that category, over the same requests, and
+    the verdict of its interval (verdict()). A category with fewer than stats.MIN_TAIL requests on either
+    side is kept and marked few: too few to read, the same floor a percentile's tail needs."""
     rows = []
-    ar = [a.id for a in run.profile.arms if a.kind == "ar"]
-    m = req["ok"].to_numpy(dtype=bool) & ~req["warmup"].to_numpy(dtype=bool)
-    tau = (req[m].groupby(["arm", "concurrency", "category"], observed=True)[["n_tokens", "verify_steps"]].sum())
+    cats = sorted(req["category"].astype(str).unique())
     for arm in (a for a in run.profile.arms if a.kind != "ar"):
-        for c in run.profile.load.concurrency:
-            base = next((x for x in ar if _matched(run, arm.id, x, c)), None)
-            if base is None:
-                continue
-            (cx, bx), (cy, by) = Side(run, cells, boots, arm.id).pooled(c), Side(run, cells, boots, base).pooled(c)
-            if cx.empty or cy.empty:
-                continue
-            for cat in sorted(req["category"].astype(str).unique()):
-                px, rx = metrics.ratio(bx, f"rate_sum:{cat}", f"rate_n:{cat}")
-                py, ry = metrics.ratio(by, f"rate_sum:{cat}", f"rate_n:{cat}")
-                nx = sum(b.sums(f"rate_n:{cat}")[0] for b in bx)
-                ny = sum(b.sums(f"rate_n:{cat}")[0] for b in by)
-                if nx < 2 or ny < 2:
-                    continue
-                lo, hi = stats.interval(rx / ry)
-                t = tau.loc[(arm.id, c, cat)] if (arm.id, c, cat) in tau.index else None
-                rows.append({"arm": arm.id, "baseline": base, "concurrency": c, "category": cat,
-                             "n": int(nx), "baseline_n": int(ny), "speedup": px / py, "speedup_lo": lo,
-                             "speedup_hi": hi, "tau": (t["n_tokens"] / t["verify_steps"]
-                                                       if t is not None and t["verify_steps"] > 0 else float("nan"))})
-    return pd.DataFrame(rows)
+        for kind in BASELINES[arm.kind]:
+            for c in run.profile.load.concurrency:
+                for base in baseline_for(run, arm.id, kind):     # the first matched one with cells, as speedups()
+                    if not _matched(run, arm.id, base, c):
+                        continue
+                    x, y = Side(run, cells, boots, arm.id).pooled(c), Side(run, cells, boots, base).pooled(c)
+                    if x[0].empty or y[0].empty:
+                        continue
+                    rows += [{"arm": arm.id, "baseline": base, "baseline_kind": kind, "concurrency": c, **r}
+                             for r in category_ratios(req, x, y, arm.id, base, c, cats)]
+                    break
+    return pd.DataFrame(rows, columns=CATEGORY_COLUMNS)
+
+
+CATEGORY_COLUMNS = ["arm", "baseline", "baseline_kind", "concurrency", "category", "n", "baseline_n", "few",
+                    "speedup", "speedup_lo", "speedup_hi", "verdict", "tau", "baseline_tau"]
+
+
+def category_ratios(req: pd.DataFrame, x: tuple[pd.DataFrame, list[metrics.Boot]],
+                    y: tuple[pd.DataFrame, list[metrics.Boot]], ax: str, ay: str, c: int,
+                    cats: list[str]) -> list[dict]:
+    """X/Y of the mean request output rate per category, from two sides' ok cells and their Boots (Side.pooled):
+    the pooled point ratio and the percentile interval of the ratio of replicates; n per side, few, verdict,
+    and each side's τ (Σ tokens / Σ verify steps of the same cells' measured, ok requests)."""
+    (cx, bx), (cy, by) = x, y
+    tx, ty = _category_tau(req, ax, c, cx["repetition"]), _category_tau(req, ay, c, cy["repetition"])
+    out = []
+    for cat in cats:
+        px, rx = metrics.ratio(bx, f"rate_sum:{cat}", f"rate_n:{cat}")
+        py, ry = metrics.ratio(by, f"rate_sum:{cat}", f"rate_n:{cat}")
+        nx = int(sum(b.sums(f"rate_n:{cat}")[0] for b in bx))
+        ny = int(sum(b.sums(f"rate_n:{cat}")[0] for b in by))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lo, hi = stats.interval(rx / ry) if nx >= 2 and ny >= 2 else (float("nan"), float("nan"))
+        point = px / py if py > 0 else float("nan")
+        out.append({"category": cat, "n": nx, "baseline_n": ny, "few": min(nx, ny) < stats.MIN_TAIL,
+                    "speedup": point, "speedup_lo": lo, "speedup_hi": hi, "verdict": verdict(lo, hi),
+                    "tau": tx.get(cat, float("nan")), "baseline_tau": ty.get(cat, float("nan"))})
+    return out
+
+
+def _category_tau(req: pd.DataFrame, arm: str, c: int, reps) -> dict[str, float]:
+    """Token-weighted τ per category over one arm's measured, ok requests of the given repetitions at C = c."""
+    m = (req["ok"].to_numpy(dtype=bool) & ~req["warmup"].to_numpy(dtype=bool) & (req["arm"] == arm).to_numpy()
+         & (req["concurrency"] == c).to_numpy() & req["repetition"].isin(list(reps)).to_numpy())
+    g = req[m].groupby(req["category"][m].astype(str))[["n_tokens", "verify_steps"]].sum()
+    return {str(k): float(r["n_tokens"] / r["verify_steps"]) for k, r in g.iterrows() if r["verify_steps"] > 0}
+
+
+def category_flips(categories: pd.DataFrame, speedups: pd.DataFrame) -> pd.DataFrame:
+    """The categories whose verdict differs from the overall verdict of the same ratio (arm over baseline) at
+    the same concurrency, in the speedups table. Verdicts are verdict()'s: 'faster' when the 95% interval
+    lies above 1, 'slower' when below, 'within noise' when it holds 1; so a category whose interval holds 1
+    under an overall 'faster' is listed (faster -> within noise), and opposite marks the rows where one side
+    says faster and the other slower. A side with no interval ('no interval') has no verdict to differ and
+    is left out; categories marked few are kept, with their mark."""
+    cols = ["arm", "baseline", "concurrency", "category", "n", "baseline_n", "few", "speedup", "speedup_lo",
+            "speedup_hi", "verdict", "overall_speedup", "overall_lo", "overall_hi", "overall_verdict", "opposite"]
+    if categories.empty or speedups.empty:
+        return pd.DataFrame(columns=cols)
+    key = ["arm", "baseline", "concurrency"]
+    overall = speedups[[*key, "speedup", "speedup_lo", "speedup_hi", "verdict"]].rename(columns={
+        "speedup": "overall_speedup", "speedup_lo": "overall_lo", "speedup_hi": "overall_hi",
+        "verdict": "overall_verdict"})
+    m = categories.merge(overall, on=key, how="inner")
+    real = ("faster", "slower", "within noise")
+    m = m[m["verdict"].isin(real) & m["overall_verdict"].isin(real) & (m["verdict"] != m["overall_verdict"])]
+    m = m.assign(opposite=m["verdict"].isin(("faster", "slower")) & m["overall_verdict"].isin(("faster", "slower")))
+    return m[cols].reset_index(drop=True)
 
 
 def _matched(run: Run, a: str, b: str, c: int) -> bool:

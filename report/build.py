@@ -16,7 +16,7 @@ from markupsafe import Markup
 from analysis import stability
 from analysis.analyze import Analysis
 from ddbench.results import NOTES, write_bytes_atomic
-from report import crosscheck, figures, summary, tables, triage
+from report import crosscheck, figures, headroom, summary, tables, triage
 from report.tex import breakable, environment, escape
 
 
@@ -77,7 +77,7 @@ def context(a: Analysis, figs: dict[str, Path]) -> dict:
         "check_counts": tables.check_counts(a.checks), "all_checks": tables.checks(a.checks),
         "profile_lines": _profile_lines(p.model_dump(mode="json")),
         "crosscheck": crosscheck.context(a), "notes": notes(a.run.path),
-        "triage": triage.context(a),
+        "triage": triage.context(a), "headroom": headroom.context(a),
         "headline": tables.speedups(a), "drift": tables.drift(a), "gpu_band": tables.gpu_band(a),
         "host_cpu": tables.host_cpu(a), "foreign_share": f"{100 * stability.FOREIGN_SHARE:g}",
         "order": tables.schedule(a), "ddtree_build": _ddtree_build(a), "clock_band": f"{100 * stability.CLOCK_BAND:g}",

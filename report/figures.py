@@ -173,6 +173,7 @@ def _commit_hist(m: pd.DataFrame) -> np.ndarray | None:
 
 def categories(a: Analysis) -> Figure:
     d = a.categories
+    d = d[d["baseline_kind"] == "ar"] if "baseline_kind" in d else d  # the figure is each arm over ar
     fig, ax = plt.subplots(figsize=(6.4, 2.8))
     if d.empty:
         ax.text(0.5, 0.5, "no matched ar baseline", ha="center", transform=ax.transAxes)

@@ -172,13 +172,27 @@ def schedule(a: Analysis) -> Markup:
     return Markup(r", \allowbreak{}".join(escape(x) for x in items))
 
 
-def categories(a: Analysis) -> Markup:
+FEW = Markup(r"$^\ddagger$")    # a category with too few requests on a side
+
+
+def categories(a: Analysis, kinds: tuple[str, ...] | None = None) -> Markup:
+    """Per category: each arm's mean request output rate over its baseline's (ar, linear, chain: kinds picks
+    which), with the request-bootstrap interval, the verdict and τ of both sides; a category with fewer than
+    stats.MIN_TAIL requests on a side is kept and marked."""
     d = a.categories
-    rows = [[escape(r["arm"]), str(r["concurrency"]), escape(r["category"]), f"{r['n']} / {r['baseline_n']}",
-             with_ci(r["speedup"], r["speedup_lo"], r["speedup_hi"], 2), num(r["tau"], 2)]
+    if kinds is not None and not d.empty:
+        d = d[d["baseline_kind"].isin(kinds)]
+    rows = [[escape(r["arm"]), escape(r["baseline"]), str(r["concurrency"]), escape(r["category"]),
+             Markup(f"{r['n']} / {r['baseline_n']}") + (FEW if r["few"] else ""),
+             with_ci(r["speedup"], r["speedup_lo"], r["speedup_hi"], 2),
+             Markup(f"{num(r['tau'], 2)} / {num(r['baseline_tau'], 2)}"), escape(r["verdict"])]
             for r in d.to_dict("records")]
-    df = pd.DataFrame(rows, columns=_h("arm", "C", "category", "n / n(ar)", r"speedup vs ar [95\% CI]", r"$\tau$"))
-    return latex(df, "lrlrrr", long=len(rows) > 30)
+    df = pd.DataFrame(rows, columns=_h("arm", "over", "C", "category", "n / n(over)", r"ratio [95\% CI]",
+                                       r"$\tau$ / $\tau$(over)", "verdict"))
+    table = latex(df, "llrlrrrl", long=len(rows) > 30)
+    if d.empty or not d["few"].astype(bool).any():
+        return table
+    return table + Markup(rf"\par\smallskip\noindent$\ddagger$ too few: under {stats.MIN_TAIL} requests on a side.")
 
 
 def acceptance(a: Analysis) -> Markup:

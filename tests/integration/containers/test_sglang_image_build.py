@@ -2,7 +2,8 @@
 
 Skipped unless DDBENCH_SGLANG_IMAGE_TEST=1, DDTREE_FORK_GIT names a clone of the pin's fork and
 `just wheelhouse sglang` has run: CI skips it. Run it with
-    DDBENCH_SGLANG_IMAGE_TEST=1 DDTREE_FORK_GIT=DIR .venv/bin/pytest tests/integration/containers/test_sglang_image_build.py
+    DDBENCH_SGLANG_IMAGE_TEST=1 DDTREE_FORK_GIT=DIR .venv/bin/pytest \
+        tests/integration/containers/test_sglang_image_build.py
 """
 
 from __future__ import annotations
