@@ -1,4 +1,5 @@
-"""The whole no-registry SGLang+DDTree image, built for real and inspected (about 7 min and 12 GB here).
+"""The whole no-registry SGLang+DDTree image, built for real and inspected (about 7 min here, and about 30 GB of
+free disk at the peak: the wheelhouse in the context, the install stage, the image).
 
 Skipped unless DDBENCH_SGLANG_IMAGE_TEST=1, DDTREE_FORK_GIT names a clone of the pin's fork and
 `just wheelhouse sglang` has run: CI skips it. Run it with
