@@ -357,11 +357,11 @@ def checkpoint(manifest, role: str) -> Path:
 
 
 def write(tables: dict[str, pd.DataFrame], tables_dir: Path) -> list[Path]:
-    from ddbench.results import write_bytes_atomic
+    from ddbench.results import write_text_atomic
     out = []
     for key, df in tables.items():
         path = Path(tables_dir) / FILES[key]
-        write_bytes_atomic(path, df.to_csv(index=False).encode())
+        write_text_atomic(path, df.to_csv(index=False))
         out.append(path)
     return out
 

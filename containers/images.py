@@ -203,9 +203,8 @@ def sglang_build_args(variant: str, source: dict) -> dict[str, str]:
     from containers.sglang_pin import pin
 
     p = pin()
-    expect = {"sglang": p.sglang, **p.wheels}
     return {"VARIANT": variant, "NEED_SM": SGLANG_NEED_SM[variant], "SGLANG_VERSION": p.sglang,
-            "EXPECT": ",".join(f"{k}={v}" for k, v in sorted(expect.items())),
+            "EXPECT": p.expect,
             "DDTREE_REPO": p.repo, "DDTREE_COMMIT": p.commit, "DDTREE_HEAD": source["head"],
             "DDBENCH_GIT_SHA": git_state().get("sha") or "unknown"}
 
@@ -231,6 +230,7 @@ def build_sglang(variant: str, fork_git: Path, tag: str | None = None, build_arg
     'blackwell' and 'hopper' start from the registry's SGLang image. The smoke check runs in the
     build; its result is then labelled onto the image, and the build's evidence is written under
     results/images/."""
+    from containers.h200.archive import BundleError
     from containers.sglang_source import export
 
     if variant not in SGLANG_VARIANTS:
@@ -240,7 +240,7 @@ def build_sglang(variant: str, fork_git: Path, tag: str | None = None, build_arg
     with tempfile.TemporaryDirectory(prefix="ddbench-sglang-ctx-") as tmp:
         try:
             source = export(Path(fork_git), Path(tmp) / "ddtree")
-        except Exception as e:  # a missing commit, a cherry-pick that does not apply: say which
+        except (BundleError, OSError) as e:  # a missing commit, a cherry-pick that does not apply: say which
             raise BuildError(f"DDTree source from {fork_git}: {e}") from None
         commands = Path(tmp) / "commands.json"
         commands.write_text(json.dumps(sglang_commands(), indent=1) + "\n")

@@ -60,6 +60,11 @@ class Pin:
         name = self.repo.removeprefix("https://github.com/")
         return f"{name}@{self.short}" + "".join(f" + {c.commit[:9]}" for c in self.cherry_picks)
 
+    @property
+    def expect(self) -> str:
+        """name=version,... of the release and its compiled parts: what an install must hold (smoke.py --expect)."""
+        return ",".join(f"{k}={v}" for k, v in sorted({"sglang": self.sglang, **self.wheels}.items()))
+
     def record(self) -> dict:
         """What a manifest records of the pin."""
         out = asdict(self)

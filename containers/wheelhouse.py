@@ -42,9 +42,10 @@ class Variant:
     lock: Path
     pins: Path       # where the top-level pins are written by hand (a requirements file or the pin)
     isolated: bool   # keep the host's find-links and extra indexes out (they may hold a +cpu torch)
+    from_pin: bool = False  # the pins are the one SGLang pin's release and compiled parts, not a requirements file
 
     def requirements(self) -> list[str]:
-        if self.name == "sglang":
+        if self.from_pin:
             from containers.sglang_pin import pin
 
             p = pin()
@@ -66,7 +67,7 @@ VARIANTS = {
     "cuda": Variant("cuda", "3.11", HERE / "refengine" / "requirements.cuda.lock",
                     HERE / "refengine" / "requirements.cuda.txt", isolated=True),
     "sglang": Variant("sglang", "3.12", HERE / "sglang" / "requirements.lock", HERE / "sglang" / "pin.toml",
-                      isolated=True),
+                      isolated=True, from_pin=True),
 }
 
 

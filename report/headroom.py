@@ -44,21 +44,20 @@ def ranks(t: pd.DataFrame) -> Markup:
 
 
 def measured_tau(a: Analysis, budget: int, topk: int) -> dict | None:
-    """τ of the run's tree arm of this budget and top-k over its chain (else linear) arm, at the lowest C."""
-    arms = a.run.profile.arms
-    tree = next((x for x in arms if x.kind == "tree" and x.tree_budget == budget and x.tree_topk == topk), None)
-    if tree is None:
+    """The run's paired τ ratio (the tree-gain decomposition's) of its tree arm of this budget and top-k over
+    the chain, else the linear arm, at the lowest C."""
+    tree = next((x for x in a.run.profile.arms if x.kind == "tree" and x.tree_budget == budget
+                 and x.tree_topk == topk), None)
+    d = a.decomposition
+    if tree is None or d.empty:
         return None
-    base = next((x for x in arms if x.kind == "chain" and x.block_size == tree.block_size), None) or \
-        next((x for x in arms if x.kind == "linear" and x.block_size == tree.block_size), None)
-    s = a.summary
-    if base is None or s.empty:
-        return None
-    c = int(s["concurrency"].min())
-    tau = {x: s[(s["arm"] == x) & (s["concurrency"] == c)]["tau"] for x in (tree.id, base.id)}
-    if any(v.empty for v in tau.values()):
-        return None
-    return {"ratio": float(tau[tree.id].iloc[0]) / float(tau[base.id].iloc[0]), "over": base.id, "c": c}
+    d = d[d["arm"] == tree.id]
+    for kind in ("chain", "linear"):
+        rows = d[d["reference_kind"] == kind].sort_values("concurrency")
+        if len(rows):
+            r = rows.iloc[0]
+            return {"ratio": float(r["tau_ratio"]), "over": r["reference"], "c": int(r["concurrency"])}
+    return None
 
 
 def trees(a: Analysis, t: pd.DataFrame) -> Markup:

@@ -53,9 +53,8 @@ def cubin_arch(header: bytes) -> int | None:
 def file_archs(path: Path) -> set[tuple[str, int]]:
     with open(path, "rb") as f:
         head = f.read(64)
-        if path.suffix == ".cubin" or head[:4] == b"\x7fELF" and len(head) >= 20 and \
-                struct.unpack_from("<H", head, 18)[0] == EM_CUDA:
-            sm = cubin_arch(head)
+        sm = cubin_arch(head)
+        if sm is not None:  # a bare cubin: its header names its SM
             return {("sass", sm)} if sm else set()
         return fatbin_archs(head + f.read())
 

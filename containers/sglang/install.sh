@@ -32,7 +32,7 @@ python3 -m containers.sglang_source export "$fork" "$work/ddtree"
 PYTHON="$venv/bin/python" sh "$here/overlay.sh" "$work/ddtree" "$venv/ddbench-sglang/overlay.json"
 python3 -c 'import json; from containers.images import sglang_commands; print(json.dumps(sglang_commands()))' \
   > "$work/commands.json"
-expect=$(python3 -c 'from containers.images import sglang_build_args; print(sglang_build_args("local", {"head": ""})["EXPECT"])')
+expect=$(python3 -c 'from containers.sglang_pin import pin; print(pin().expect)')
 "$venv/bin/python" "$here/smoke.py" "$work/commands.json" "$venv/ddbench-sglang/smoke.json" \
   --need-sm "${NEED_SM:-90,100,120}" --expect "$expect"
 echo "install: $venv serves SGLang+DDTree: $venv/bin/python -m sglang.launch_server ..."

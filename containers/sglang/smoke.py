@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.metadata as md
+import importlib.util
 import json
 import platform
 import re

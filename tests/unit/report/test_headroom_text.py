@@ -42,10 +42,12 @@ def _run(tmp_path, with_tables=True):
         }
         for key, df in frames.items():
             df.to_csv(tables / FILES[key], index=False)
-    summary = pd.DataFrame({"arm": ["chain-b15", "tree-b15-k8", "chain-b15", "tree-b15-k8"],
-                            "concurrency": [1, 1, 4, 4], "tau": [5.0, 6.0, 4.0, 4.4]})
+    # the paired tau ratios of the tree-gain decomposition: 6.0 / 5.0 over the chain at C=1
+    decomposition = pd.DataFrame({"arm": ["tree-b15-k8"] * 4, "reference": ["linear-b16", "chain-b15"] * 2,
+                                  "reference_kind": ["linear", "chain"] * 2, "concurrency": [1, 1, 4, 4],
+                                  "tau_ratio": [6.0 / 5.5, 6.0 / 5.0, 4.4 / 4.2, 4.4 / 4.0]})
     profile = SimpleNamespace(arms=ARMS)
-    return SimpleNamespace(run=SimpleNamespace(path=tmp_path, profile=profile), summary=summary)
+    return SimpleNamespace(run=SimpleNamespace(path=tmp_path, profile=profile), decomposition=decomposition)
 
 
 def test_no_tables_no_section(tmp_path):
