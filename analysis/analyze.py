@@ -76,7 +76,7 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     band = stability.gpu_band(run.telemetry, cells, speedups)
     host = stability.host_quiet(run.telemetry, cells, speedups, run.profile.backend.runtime, run.manifest.host.cores)
     decomposition, more = compare.decomposition(run, cells, boots)
-    categories = compare.per_category(run, slim, cells, boots)
+    categories = compare.per_category(run, slim, cells)
     lossless, note = correctness.lossless(run.profile, req)
     tri = triage.triage(run, req)
     trust = checks.run_checks(run, req, cells, lossless, min_requests, speedups, drift, band, triage=tri, host=host)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from analysis import prom, stability
 from analysis.ingest import Run, dense
+from analysis.correctness import greedy_arms
 from analysis.triage import CHAIN, LOSSLESS
 
 PASS, FAIL, NA = "pass", "fail", "n/a"
@@ -285,10 +286,15 @@ def server_tau(run: Run, arm: str, c: int, reps: list[int]) -> tuple[float, str]
 
 def _clean_start(run: Run, cells: pd.DataFrame, cell, scope) -> Check:
     name = "cache flushed or server restarted"
-    log = run.log[(run.log["arm"] == cell["arm"]) & run.log["kind"].isin(["flush", "ready"])]
+    # the server's own lines (a flush or a start lies between cells, so it keeps the server's arm id), and the
+    # previous cell it served, of any sampling setting
+    server = {a.id: a.server for a in run.profile.arms}
+    base = server.get(cell["arm"], cell["arm"])
+    log = run.log[(run.log["arm"] == base) & run.log["kind"].isin(["flush", "ready"])]
     if pd.isna(cell.get("started_unix")):
         return Check(name, scope, NA, "status.json has no start time")
-    mine = cells[(cells["arm"] == cell["arm"]) & (cells["started_unix"] < cell["started_unix"])]
+    same = cells["arm"].map(lambda a: server.get(a, a)) == base
+    mine = cells[same & (cells["started_unix"] < cell["started_unix"])]
     since = mine["ended_unix"].max() if len(mine) else -np.inf
     since = np.floor(since) if np.isfinite(since) else since
     seen = log[(log["t_unix"] >= since) & (log["t_unix"] <= np.ceil(cell["started_unix"]))]
@@ -336,11 +342,13 @@ def _gpu_stable(run: Run, cell, scope) -> Check:
 
 def _output_length(run: Run, cells: pd.DataFrame) -> list[Check]:
     out = []
-    ar = [a.id for a in run.profile.arms if a.kind == "ar"]
+    p = run.profile
     ok = cells[cells["status"] == "ok"]
-    for arm in run.profile.arms:
+    for arm in p.arms:
         if arm.kind == "ar":
             continue
+        # ar under the same sampling: output length is a property of the setting too, when EOS is honoured
+        ar = [a.id for a in p.arms if a.kind == "ar" and p.sampling_for(a.id) == p.sampling_for(arm.id)]
         for c in run.profile.load.concurrency:
             scope = f"{arm.id} C={c}"
             mine = ok[(ok["arm"] == arm.id) & (ok["concurrency"] == c)]
@@ -453,7 +461,7 @@ def _lossless(run: Run, table: pd.DataFrame | None, triage=None) -> list[Check]:
 def _chain_equals_linear(run: Run, triage) -> list[Check]:
     """A chain arm's T=0 outputs against the linear arm of its block size (analysis.triage pairs them),
     whichever engine served: fp32 exactly, other dtypes up to numerical ties."""
-    name, chains = "chain equals linear at T=0", [a.id for a in run.profile.arms if a.kind == "chain"]
+    name, chains = "chain equals linear at T=0", [a.id for a in greedy_arms(run.profile) if a.kind == "chain"]
     out = []
     for arm in chains:
         r = triage.row(CHAIN, arm) if triage is not None and triage.note is None else None

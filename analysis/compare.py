@@ -17,6 +17,7 @@ import pandas as pd
 
 from analysis import metrics, stats
 from analysis.ingest import Run
+from ddbench.prompts import prompt_set_label
 
 
 class MismatchError(ValueError):
@@ -28,16 +29,17 @@ def conditions(run: Run, arm_id: str, concurrency: int) -> dict[str, object]:
     p = run.profile
     arm = p.arm(arm_id)
     sent = _sent(run).get((arm_id, concurrency), {"max_tokens": (), "temperature": ()})
-    w, rt = p.workload, p.runtime
+    w, rt, s = p.workload, p.runtime, p.sampling_for(arm_id)
     return {
         "backend": p.backend.kind, "backend version": p.backend.version, "image": p.backend.image,
         "target model": p.models.target, "drafter": p.models.drafter,
         "target weights": run.manifest.weights("target"), "drafter weights": run.manifest.weights("drafter"),
         "device": p.placement.device, "GPUs": len(p.placement.gpus), "tensor parallel": p.placement.tp_size,
-        "prompt set": run.manifest.prompt_set_digest or w.prompt_set, "categories": tuple(sorted(w.categories)),
+        "prompt set": run.manifest.prompt_set_digest or prompt_set_label(w.prompt_set),
+        "categories": tuple(sorted(w.categories)),
         "max_tokens": sent["max_tokens"] or (w.max_tokens,),
-        "temperature": sent["temperature"] or (w.temperature,),
-        "top_p": w.top_p, "top_k": w.top_k, "ignore_eos": w.ignore_eos,
+        "temperature": sent["temperature"] or (s.temperature,),
+        "top_p": s.top_p, "top_k": s.top_k, "ignore_eos": w.ignore_eos,
         "load mode": p.load.mode, "rate": p.load.rate, "concurrency": concurrency,
         "dtype": rt.dtype, "attention backend": rt.attention_backend, "overlap scheduler": rt.overlap_scheduler,
         "page size": rt.page_size, "cuda graphs": p.cuda_graphs(arm), "max running requests": rt.max_running_requests,
@@ -145,9 +147,10 @@ BASELINES = {"linear": ("ar",), "chain": ("ar", "linear"), "tree": ("ar", "linea
 
 
 def baseline_for(run: Run, arm_id: str, kind: str) -> list[str]:
-    """Candidate baselines of a kind for an arm, the same drafter block size first."""
-    arm = run.profile.arm(arm_id)
-    cands = [a for a in run.profile.arms if a.kind == kind and a.id != arm_id]
+    """Candidate baselines of a kind for an arm, under its sampling setting, the same drafter block size first."""
+    p = run.profile
+    arm, setting = p.arm(arm_id), p.sampling_for(arm_id)
+    cands = [a for a in p.arms if a.kind == kind and a.id != arm_id and p.sampling_for(a.id) == setting]
     cands.sort(key=lambda a: (a.block_size != arm.block_size, a.id))
     return [a.id for a in cands]
 
@@ -180,10 +183,11 @@ def decomposition(run: Run, cells: pd.DataFrame, boots: dict) -> tuple[pd.DataFr
     from the pairs; the identity holds exactly per cell, and so for the geometric means."""
     rows, refusals = [], []
     p = run.profile
-    refs = {(a.kind, a.block_size, p.cuda_graphs(a)): a for a in p.arms if a.kind in ("chain", "linear")}
+    refs = {(a.kind, a.block_size, p.cuda_graphs(a), p.sampling_for(a.id)): a
+            for a in p.arms if a.kind in ("chain", "linear")}
     for x in (a for a in p.arms if a.kind in ("tree", "chain")):
         for ref_kind in ("chain", "linear") if x.kind == "tree" else ("linear",):
-            y = refs.get((ref_kind, x.block_size, p.cuda_graphs(x)))
+            y = refs.get((ref_kind, x.block_size, p.cuda_graphs(x), p.sampling_for(x.id)))
             if y is None:
                 refusals.append(f"no {ref_kind} arm with block size {x.block_size} and the same CUDA graphs "
                                 f"switch to decompose {x.id} against")
@@ -215,89 +219,118 @@ def decomposition(run: Run, cells: pd.DataFrame, boots: dict) -> tuple[pd.DataFr
     return pd.DataFrame(rows), refusals
 
 
-def per_category(run: Run, req: pd.DataFrame, cells: pd.DataFrame, boots: dict) -> pd.DataFrame:
-    """Per prompt category, at every concurrency: each speculative arm's mean request output rate (N / E2E)
-    over its baseline's, for the same pairs the speedups table compares (every speculative arm over ar,
-    trees and chains over the linear arm, trees over the chain; baseline_for's choice, matched conditions).
+def per_category(run: Run, req: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """Per prompt category, at every concurrency: each speculative arm's throughput in that category over its
+    baseline's, for the same pairs the speedups table compares (every speculative arm over ar, trees and chains over
+    the linear arm, trees over the chain; baseline_for's choice, matched conditions), paired by repetition as the
+    headline ratios.
 
-    Both sides pool the requests of their cells that finished ok, over all repetitions; the 95% interval is
-    the percentile interval of the ratio of the two sides' request bootstraps within cells (a secondary view,
-    as pooled_speedup is in the speedups table: request noise only, not the host's drift between cells).
-    Beside each ratio: the token-weighted τ of both sides in that category, over the same requests, and
-    the verdict of its interval (verdict()). A category with fewer than stats.MIN_TAIL requests on either
-    side is kept and marked few: too few to read, the same floor a percentile's tail needs."""
-    rows = []
+    A category's throughput in one cell is (Σ N / Σ E2E over its requests) × (Σ E2E / W over all of them), over
+    the requests throughput counts (ok, measured, finished inside the window): the rate at which the server emits
+    tokens for a busy request of that category, at the cell's occupancy. Its E2E-weighted mean over the categories
+    is the cell's throughput Σ N / W exactly, so a ratio that were the same in every category would equal the
+    headline ratio in each: a category that differs differs in speed, not in what is measured. The category's share
+    of the window, Σ N_cat / W, would not measure its own speed: in a closed loop each user goes on to the next
+    prompt whatever its category, so how many of a category's requests finish inside the window moves with how
+    fast all categories ran. The ratio and its 95% interval are stats.paired_log_ratio over the repetitions both
+    cells of a pair ran (cells adjacent in time), with its verdict, MDE and the pairs that would resolve it; beside
+    it the token-weighted τ of both sides over the same requests. A category with fewer than stats.MIN_TAIL requests
+    on either side is kept and marked few: too few to read, the floor a percentile's tail needs."""
+    sums = category_sums(req, cells)
     cats = sorted(req["category"].astype(str).unique())
+    rows = []
     for arm in (a for a in run.profile.arms if a.kind != "ar"):
         for kind in BASELINES[arm.kind]:
             for c in run.profile.load.concurrency:
                 for base in baseline_for(run, arm.id, kind):     # the first matched one with cells, as speedups()
-                    if not _matched(run, arm.id, base, c):
+                    x, y = ok_cells(cells, arm.id, c), ok_cells(cells, base, c)
+                    if not _matched(run, arm.id, base, c) or x.empty or y.empty:
                         continue
-                    x, y = Side(run, cells, boots, arm.id).pooled(c), Side(run, cells, boots, base).pooled(c)
-                    if x[0].empty or y[0].empty:
-                        continue
+                    reps = sorted(set(x["repetition"]) & set(y["repetition"]))
                     rows += [{"arm": arm.id, "baseline": base, "baseline_kind": kind, "concurrency": c, **r}
-                             for r in category_ratios(req, x, y, arm.id, base, c, cats)]
+                             for r in category_ratios(sums, arm.id, base, c, reps, cats)]
                     break
     return pd.DataFrame(rows, columns=CATEGORY_COLUMNS)
 
 
-CATEGORY_COLUMNS = ["arm", "baseline", "baseline_kind", "concurrency", "category", "n", "baseline_n", "few",
-                    "speedup", "speedup_lo", "speedup_hi", "verdict", "tau", "baseline_tau"]
+CATEGORY_COLUMNS = ["arm", "baseline", "baseline_kind", "concurrency", "category", "n", "baseline_n", "few", "pairs",
+                    "speedup", "speedup_lo", "speedup_hi", "verdict", "sign_p", "mde", "n_to_resolve", "tau",
+                    "baseline_tau"]
 
 
-def category_ratios(req: pd.DataFrame, x: tuple[pd.DataFrame, list[metrics.Boot]],
-                    y: tuple[pd.DataFrame, list[metrics.Boot]], ax: str, ay: str, c: int,
-                    cats: list[str]) -> list[dict]:
-    """X/Y of the mean request output rate per category, from two sides' ok cells and their Boots (Side.pooled):
-    the pooled point ratio and the percentile interval of the ratio of replicates; n per side, few, verdict,
-    and each side's τ (Σ tokens / Σ verify steps of the same cells' measured, ok requests)."""
-    (cx, bx), (cy, by) = x, y
-    tx, ty = _category_tau(req, ax, c, cx["repetition"]), _category_tau(req, ay, c, cy["repetition"])
+def category_sums(req: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """Per (arm, C, repetition, category): requests, Σ N and Σ E2E over the requests throughput counts, the cell's
+    occupancy (Σ E2E of all of them / window), and Σ verify steps with the tokens of the requests that report them
+    (for τ)."""
+    r = req[req["in_window"].to_numpy(dtype=bool)]
+    steps = r["verify_steps"].to_numpy(dtype=float)
+    has = np.nan_to_num(steps) > 0
+    n = r["n_tokens"].to_numpy(dtype=float)
+    frame = pd.DataFrame({"arm": r["arm"].astype(str).to_numpy(), "concurrency": r["concurrency"].to_numpy(),
+                          "repetition": r["repetition"].to_numpy(), "category": r["category"].astype(str).to_numpy(),
+                          "n": 1, "tokens": n, "busy_s": r["e2e_s"].to_numpy(dtype=float),
+                          "steps": np.where(has, steps, 0.0), "step_tokens": np.where(has, n, 0.0)})
+    cell = ["arm", "concurrency", "repetition"]
+    out = frame.groupby([*cell, "category"], as_index=False).sum()
+    w = cells[cell].assign(arm=cells["arm"].astype(str), window_s=cells["window_s"].to_numpy(dtype=float))
+    busy = out.groupby(cell, as_index=False)["busy_s"].sum().merge(w, on=cell, how="left")
+    busy["occupancy"] = busy["busy_s"] / busy["window_s"]
+    return out.merge(busy[[*cell, "occupancy"]], on=cell, how="left")
+
+
+def category_ratios(sums: pd.DataFrame, ax: str, ay: str, c: int, reps: list, cats: list[str]) -> list[dict]:
+    """X/Y of the category's throughput (Σ N / Σ E2E × occupancy), paired by repetition over reps, for every category
+    in cats (one that either side lacks in some repetition is paired over the rest); n per side over the paired
+    repetitions, few, the verdict of the interval, and each side's τ over the same requests."""
+    def side(arm):
+        s = sums[(sums["arm"] == arm) & (sums["concurrency"] == c) & sums["repetition"].isin(reps)]
+        return {cat: g.set_index("repetition") for cat, g in s.groupby("category")}
+    sx, sy = side(ax), side(ay)
+    empty = sums.iloc[:0].set_index("repetition")
     out = []
     for cat in cats:
-        px, rx = metrics.ratio(bx, f"rate_sum:{cat}", f"rate_n:{cat}")
-        py, ry = metrics.ratio(by, f"rate_sum:{cat}", f"rate_n:{cat}")
-        nx = int(sum(b.sums(f"rate_n:{cat}")[0] for b in bx))
-        ny = int(sum(b.sums(f"rate_n:{cat}")[0] for b in by))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lo, hi = stats.interval(rx / ry) if nx >= 2 and ny >= 2 else (float("nan"), float("nan"))
-        point = px / py if py > 0 else float("nan")
+        x, y = sx.get(cat, empty), sy.get(cat, empty)
+        both = x.merge(y, how="inner", left_index=True, right_index=True, suffixes=("_x", "_y"))
+        r = stats.paired_log_ratio(both["tokens_x"] / both["busy_s_x"] * both["occupancy_x"],
+                                   both["tokens_y"] / both["busy_s_y"] * both["occupancy_y"])
+        nx, ny = int(both["n_x"].sum()), int(both["n_y"].sum())
         out.append({"category": cat, "n": nx, "baseline_n": ny, "few": min(nx, ny) < stats.MIN_TAIL,
-                    "speedup": point, "speedup_lo": lo, "speedup_hi": hi, "verdict": verdict(lo, hi),
-                    "tau": tx.get(cat, float("nan")), "baseline_tau": ty.get(cat, float("nan"))})
+                    "pairs": r["pairs"], "speedup": r["ratio"], "speedup_lo": r["ratio_lo"],
+                    "speedup_hi": r["ratio_hi"],
+                    "verdict": verdict(r["ratio_lo"], r["ratio_hi"]), "sign_p": r["sign_p"], "mde": r["mde"],
+                    "n_to_resolve": r["n_to_resolve"], "tau": _tau(both, "_x"), "baseline_tau": _tau(both, "_y")})
     return out
 
 
-def _category_tau(req: pd.DataFrame, arm: str, c: int, reps) -> dict[str, float]:
-    """Token-weighted τ per category over one arm's measured, ok requests of the given repetitions at C = c."""
-    m = (req["ok"].to_numpy(dtype=bool) & ~req["warmup"].to_numpy(dtype=bool) & (req["arm"] == arm).to_numpy()
-         & (req["concurrency"] == c).to_numpy() & req["repetition"].isin(list(reps)).to_numpy())
-    g = req[m].groupby(req["category"][m].astype(str))[["n_tokens", "verify_steps"]].sum()
-    return {str(k): float(r["n_tokens"] / r["verify_steps"]) for k, r in g.iterrows() if r["verify_steps"] > 0}
+def _tau(both: pd.DataFrame, suffix: str) -> float:
+    steps = both[f"steps{suffix}"].sum()
+    return float(both[f"step_tokens{suffix}"].sum() / steps) if steps > 0 else float("nan")
+
+
+FLIP_COLUMNS = ["arm", "baseline", "concurrency", "category", "n", "baseline_n", "few", "pairs", "speedup",
+                "speedup_lo", "speedup_hi", "verdict", "overall_speedup", "overall_lo", "overall_hi", "overall_verdict",
+                "overall_n_to_resolve", "opposite"]
 
 
 def category_flips(categories: pd.DataFrame, speedups: pd.DataFrame) -> pd.DataFrame:
-    """The categories whose verdict differs from the overall verdict of the same ratio (arm over baseline) at
-    the same concurrency, in the speedups table. Verdicts are verdict()'s: 'faster' when the 95% interval
-    lies above 1, 'slower' when below, 'within noise' when it holds 1; so a category whose interval holds 1
-    under an overall 'faster' is listed (faster -> within noise), and opposite marks the rows where one side
-    says faster and the other slower. A side with no interval ('no interval') has no verdict to differ and
-    is left out; categories marked few are kept, with their mark."""
-    cols = ["arm", "baseline", "concurrency", "category", "n", "baseline_n", "few", "speedup", "speedup_lo",
-            "speedup_hi", "verdict", "overall_speedup", "overall_lo", "overall_hi", "overall_verdict", "opposite"]
+    """The categories whose verdict contradicts the overall verdict of the same ratio (arm over baseline) at the same
+    concurrency, in the speedups table: opposite, when one interval lies above 1 and the other below; or resolved,
+    when the category's interval excludes 1 where the overall one holds it. A category within noise under an overall
+    'faster' is no flip: its interval holds the overall answer as well as 1, so it says less, not something else.
+    Rows without an interval ('no interval') have no verdict to contradict and are left out; categories marked few
+    are kept, with their mark."""
     if categories.empty or speedups.empty:
-        return pd.DataFrame(columns=cols)
+        return pd.DataFrame(columns=FLIP_COLUMNS)
     key = ["arm", "baseline", "concurrency"]
-    overall = speedups[[*key, "speedup", "speedup_lo", "speedup_hi", "verdict"]].rename(columns={
+    overall = speedups[[*key, "speedup", "speedup_lo", "speedup_hi", "verdict", "n_to_resolve"]].rename(columns={
         "speedup": "overall_speedup", "speedup_lo": "overall_lo", "speedup_hi": "overall_hi",
-        "verdict": "overall_verdict"})
+        "verdict": "overall_verdict", "n_to_resolve": "overall_n_to_resolve"})
     m = categories.merge(overall, on=key, how="inner")
-    real = ("faster", "slower", "within noise")
-    m = m[m["verdict"].isin(real) & m["overall_verdict"].isin(real) & (m["verdict"] != m["overall_verdict"])]
-    m = m.assign(opposite=m["verdict"].isin(("faster", "slower")) & m["overall_verdict"].isin(("faster", "slower")))
-    return m[cols].reset_index(drop=True)
+    sided = ("faster", "slower")
+    opposite = m["verdict"].isin(sided) & m["overall_verdict"].isin(sided) & (m["verdict"] != m["overall_verdict"])
+    resolved = m["verdict"].isin(sided) & (m["overall_verdict"] == "within noise")
+    m = m[opposite | resolved].assign(opposite=opposite[opposite | resolved])
+    return m[FLIP_COLUMNS].reset_index(drop=True)
 
 
 def _matched(run: Run, a: str, b: str, c: int) -> bool:

@@ -11,16 +11,22 @@ import os
 
 import pandas as pd
 
+# at T>0 outputs differ by design: the law of the sampled tokens is tested offline (analysis.sampling_law)
+T_ONLY = "every arm samples at temperature > 0: outputs may differ by design"
 COLUMNS = ["arm", "compared", "exact", "match_rate", "prefix_chars_mean", "prefix_fraction_mean",
            "prompts", "mismatched_prompts", "first_mismatches"]
 
 
 def lossless(run_profile, req: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
-    """Per arm: how many outputs equal ar's. Returns (table, why not applicable)."""
-    ar = [a.id for a in run_profile.arms if a.kind == "ar"]
+    """Per arm measured at T=0: how many outputs equal ar's. Returns (table, why not applicable)."""
+    greedy = greedy_arms(run_profile)
+    if not greedy:
+        return pd.DataFrame(columns=COLUMNS), T_ONLY
+    ar = [a.id for a in greedy if a.kind == "ar"]
     if not ar:
         return pd.DataFrame(columns=COLUMNS), "the profile has no ar arm to compare against"
     ok = req[req["ok"].to_numpy(dtype=bool)]
+    ok = ok[ok["arm"].isin([a.id for a in greedy])]
     if ok.empty:
         return pd.DataFrame(columns=COLUMNS), "no request finished"
     if (ok["temperature"] != 0).any():
@@ -30,7 +36,7 @@ def lossless(run_profile, req: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     reference = (ref_rows.groupby("prompt_id", observed=True)["text"]
                  .agg(lambda s: s.value_counts().index[0]).to_dict())
     rows = []
-    for arm in run_profile.arms:
+    for arm in greedy:
         mine = ok[(ok["arm"] == arm.id) & ok["prompt_id"].isin(list(reference))]
         if mine.empty:
             continue
@@ -46,3 +52,8 @@ def lossless(run_profile, req: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
                      "prompts": mine["prompt_id"].nunique(), "mismatched_prompts": len(bad),
                      "first_mismatches": ", ".join(bad[:5])})
     return pd.DataFrame(rows, columns=COLUMNS), None
+
+
+def greedy_arms(profile) -> list:
+    """The (measured) arms sampled at T=0, whose outputs must equal ar's token for token."""
+    return [a for a in profile.arms if profile.sampling_for(a.id).greedy]

@@ -129,16 +129,16 @@ def _finished(run: Path) -> bool:
 # the comparison
 
 def what(profile, arm_id: str) -> tuple:
-    """What an arm is, whatever its id: kind, drafter block, tree budget, top-k, CUDA graphs."""
+    """What an arm is, whatever its id: kind, drafter block, tree budget, top-k, CUDA graphs, sampling setting."""
     a = profile.arm(arm_id)
-    return a.kind, a.block_size, a.tree_budget, a.tree_topk, profile.cuda_graphs(a)
+    return a.kind, a.block_size, a.tree_budget, a.tree_topk, profile.cuda_graphs(a), profile.sampling_for(arm_id).label
 
 
 def describe(shape: tuple) -> str:
-    kind, block, budget, topk, graphs = shape
+    kind, block, budget, topk, graphs, sampling = shape
     parts = [kind] + ([f"block {block}"] if block else []) + ([f"budget {budget}, top-k {topk}"] if kind == "tree"
                                                                 else [])
-    return ", ".join(parts) + ("" if graphs else ", graphs off")
+    return ", ".join(parts) + ("" if graphs else ", graphs off") + ("" if sampling == "t0" else f", {sampling}")
 
 
 def pair_arms(this: Analysis, other: Analysis, notes: list[str]) -> list[tuple[str, str]]:
@@ -156,10 +156,10 @@ def pair_arms(this: Analysis, other: Analysis, notes: list[str]) -> list[tuple[s
               for w, run in (("this run", this.run), ("the other run", other.run))]
     for w, only in lonely:
         if only:
-            notes.append(f"arm(s) only in {w}, nothing of the same kind, block, budget, top-k and CUDA graphs in the "
-                         f"other, not compared: {', '.join(only)}")
+            notes.append(f"arm(s) only in {w}, nothing of the same kind, block, budget, top-k, CUDA graphs and "
+                         f"sampling in the other, not compared: {', '.join(only)}")
     if not pairs:
-        notes.append("the two runs have no arm of the same kind, block, budget, top-k and CUDA graphs")
+        notes.append("the two runs have no arm of the same kind, block, budget, top-k, CUDA graphs and sampling")
     return pairs
 
 

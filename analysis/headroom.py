@@ -332,14 +332,12 @@ def run_trees(profile, budgets: list[int] | None, topk: int | None) -> list[tupl
 
 def run_prompts(manifest, n: int | None) -> list:
     """The run's prompts, checked against the manifest's digest of the prompt set."""
-    from ddbench.profile import repo_path
-    from ddbench.prompts import load_prompts, prompt_set_digest
+    from ddbench.prompts import load_prompt_set, prompt_set_digest, prompt_set_label
     w = manifest.profile.workload
-    path = repo_path(w.prompt_set)
-    if manifest.prompt_set_digest and prompt_set_digest(path) != manifest.prompt_set_digest:
-        raise ValueError(f"{w.prompt_set} is not the prompt set the run used "
+    if manifest.prompt_set_digest and prompt_set_digest(w.prompt_set) != manifest.prompt_set_digest:
+        raise ValueError(f"{prompt_set_label(w.prompt_set)} is not the prompt set the run used "
                          f"(sha256 {manifest.prompt_set_digest[:12]}... in the manifest)")
-    return spread(load_prompts(path, w.categories or None), n)
+    return spread(load_prompt_set(w.prompt_set, w.categories or None), n)
 
 
 def checkpoint(manifest, role: str) -> Path:

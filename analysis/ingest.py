@@ -55,7 +55,9 @@ class Run:
 
     @property
     def profile(self):
-        return self.manifest.profile
+        """The run's profile as analysis reads it: arms are the measured arms (one per arm and sampling
+        setting, when the profile sweeps several), so every per-arm table is per setting."""
+        return self.manifest.profile.measured()
 
 
 def load(path: str | Path) -> Run:
@@ -75,9 +77,12 @@ def load(path: str | Path) -> Run:
                 tables.append(t)
         server.extend(_server_metrics(cdir, arm, c, r))
         telemetry.append(_telemetry(cdir / "telemetry.jsonl", arm, c, r))
-    for arm in sorted(arms):
-        df = serverlog.read(rd.arm_dir(arm) / SERVER_LOG)
-        df.insert(0, "arm", arm)
+    # one server serves every sampling setting of its arm: its log lies in the base arm's directory
+    profile = manifest.profile.measured()
+    servers = {a.id: a.server for a in profile.arms}
+    for base in sorted({servers.get(a, a) for a in arms}):
+        df = serverlog.read(rd.arm_dir(base) / SERVER_LOG)
+        df.insert(0, "arm", base)
         logs.append(df)
     cells_df = pd.DataFrame(cells, columns=CELL + ["status", "reason", "started_unix", "ended_unix",
                                                    "window_start_ns", "window_end_ns", "status_requests",
@@ -86,7 +91,7 @@ def load(path: str | Path) -> Run:
     log = pd.concat(logs, ignore_index=True) if logs else serverlog.parse("")
     if "arm" not in log:
         log.insert(0, "arm", pd.Series(dtype=str))
-    log = _assign_cells(log, cells_df)
+    log = _assign_cells(log, cells_df, servers)
     tel = pd.concat([t for t in telemetry if len(t)], ignore_index=True) if any(len(t) for t in telemetry) \
         else pd.DataFrame(columns=CELL + ["t_unix", "source"])
     srv = pd.DataFrame(server, columns=CELL + ["metric", "before", "after", "delta"])
@@ -185,7 +190,7 @@ def _flatten(tables: list[pa.Table]) -> tuple[pd.DataFrame, pd.DataFrame]:
     for name in ["concurrency", "repetition", "warmup", "user", "max_tokens", "temperature", "send_ns",
                  "send_unix_ns"]:
         out[name] = t.column(name).to_numpy()
-    for name in ["intended_send_ns", "headers_ns", "end_ns", "status"]:
+    for name in ["intended_send_ns", "headers_ns", "end_ns", "status", "top_p", "top_k", "seed"]:
         out[name] = _num(t, name, n)
     for name in ["error", "finish_reason"]:
         out[name] = (t.column(name).cast(pa.string()).to_numpy(zero_copy_only=False) if name in t.column_names
@@ -276,8 +281,8 @@ def _field(t: pa.Table, parent: str, name: str):
 
 def _empty_requests() -> pd.DataFrame:
     cols = ["request_id", "arm", "concurrency", "repetition", "warmup", "prompt_id", "category", "worker", "user",
-            "max_tokens", "temperature", "send_ns", "send_unix_ns", "intended_send_ns", "headers_ns", "end_ns",
-            "status", "error", "finish_reason", "prompt_tokens", "completion_tokens", *SPEC_SCALARS,
+            "max_tokens", "temperature", "top_p", "top_k", "seed", "send_ns", "send_unix_ns", "intended_send_ns",
+            "headers_ns", "end_ns", "status", "error", "finish_reason", "prompt_tokens", "completion_tokens", *SPEC_SCALARS,
             *SPEC_HISTOGRAMS, "output_token_ids", "first_content_ns", "content_chunks", "text", "ok"]
     return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
 
@@ -330,15 +335,17 @@ def _telemetry(path: Path, arm: str, c: int, r: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _assign_cells(log: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
-    """A log line belongs to the cell of its arm whose wall-clock span holds it (second resolution)."""
+def _assign_cells(log: pd.DataFrame, cells: pd.DataFrame, servers: dict[str, str]) -> pd.DataFrame:
+    """A log line belongs to the cell of its server whose wall-clock span holds it (second resolution), and
+    takes that cell's (measured) arm; servers maps a measured arm to the arm whose server it ran against."""
     log = log.copy()
+    server = log["arm"].copy()
     log["concurrency"] = np.nan
     log["repetition"] = np.nan
     for row in cells.itertuples():
         if pd.isna(row.started_unix) or pd.isna(row.ended_unix):
             continue
-        inside = ((log["arm"] == row.arm) & (log["t_unix"] >= np.floor(row.started_unix))
+        inside = ((server == servers.get(row.arm, row.arm)) & (log["t_unix"] >= np.floor(row.started_unix))
                   & (log["t_unix"] <= np.ceil(row.ended_unix)) & log["kind"].isin(["decode", "ddtree"]))
-        log.loc[inside, ["concurrency", "repetition"]] = (row.concurrency, row.repetition)
+        log.loc[inside, ["arm", "concurrency", "repetition"]] = (row.arm, row.concurrency, row.repetition)
     return log

@@ -53,6 +53,9 @@ class Plan:
     warmup_requests: int = 2
     max_tokens: int = 64
     temperature: float = 0.0
+    # several sampling settings (profile workload.sampling), e.g. [{"temperature": 0}, {"temperature": 0.7}]:
+    # every arm is then simulated under each; a draft is accepted less often the hotter the setting
+    sampling: list[dict] | None = None
     prompts: int = 12
     seed: int = 0
     step_ms: float = 20.0           # one AR decode step at C=1
@@ -79,20 +82,23 @@ def write_run(root: Path, plan: Plan | None = None, run_id: str = "20261129T0800
     profile = _profile(plan)
     prompts = _prompts(plan)
     clock = _Clock()
-    arms = {a.id: a.model_dump() for a in profile.arms}
-    logs = {a: [] for a in arms}
-    counters = {a: {"gen": 0, "prompt": 0, "verify": 0, "requests": 0} for a in arms}
+    arms = {a.id: {**a.model_dump(), "temperature": profile.sampling_for(a.id).temperature}
+            for a in profile.measured_arms()}
+    server = {a.id: a.server for a in profile.measured_arms()}
+    logs = {a.id: [] for a in profile.arms}
+    counters = {a.id: {"gen": 0, "prompt": 0, "verify": 0, "requests": 0} for a in profile.arms}
     for block in schedule.blocks(profile):
         for a in block.arms:
             logs[a] += [f"[{_ts(clock.unix(clock.ns))}] server_args=ServerArgs(model_path='models/tiny-target', ...)",
                         f"[{_ts(clock.unix(clock.ns) + 3)}] The server is fired up and ready to roll!"]
             clock.ns += 5_000_000_000
         for a, c, r in block.cells:
-            logs[a].append(f"[{_ts(clock.unix(clock.ns))}] Cache flushed successfully!")
+            s = server[a]
+            logs[s].append(f"[{_ts(clock.unix(clock.ns))}] Cache flushed successfully!")
             clock.ns += 200_000_000
-            _write_cell(run / a / cell_name(c, r), plan, arms[a], c, r, prompts, rng, clock, counters[a], logs[a])
+            _write_cell(run / a / cell_name(c, r), plan, arms[a], c, r, prompts, rng, clock, counters[s], logs[s])
             clock.ns += 2_000_000_000
-    for a in arms:
+    for a in logs:
         write_text_atomic(run / a / "server.log", "\n".join(logs[a]) + "\n")
         write_json_atomic(run / a / "status.json", {"arm": a, "status": "ok", "reason": None})
     _write_manifest(run, plan, profile, clock)
@@ -112,7 +118,7 @@ def _profile(plan: Plan) -> Profile:
         "runtime": {"dtype": plan.dtype, "overlap_scheduler": False, "max_running_requests": max(plan.concurrency)},
         "arms": plan.arms,
         "workload": {"prompt_set": "loadtests/prompts/synth.jsonl", "max_tokens": plan.max_tokens,
-                     "temperature": plan.temperature},
+                     **({"sampling": plan.sampling} if plan.sampling else {"temperature": plan.temperature})},
         "load": {"concurrency": plan.concurrency, "requests_per_user": plan.requests_per_user,
                  "warmup_requests": plan.warmup_requests, "repetitions": plan.repetitions, "seed": plan.seed,
                  "schedule": plan.schedule},
@@ -230,7 +236,7 @@ def _request(plan, arm, c, r, user, k, pid, cat, words, t, step_ns, depth_cap, n
         out_words[n_max // 2:] = ["diverged"] * (n_max - n_max // 2)
     chunks = [{"t_ns": send + ttft, "text": out_words[0], "tokens": 1}]
     tnow, done, steps = send + ttft, 1, []
-    p = _acceptance(arm, cat, plan.acceptance_shift)
+    p = _acceptance(arm, cat, plan.acceptance_shift - 0.1 * arm["temperature"])
     depths = (np.zeros(n_max, dtype=int) if kind == "ar" else _sample_depth(rng, p, depth_cap, n_max))
     gaps = rng.lognormal(0, 0.08, size=n_max) * step_ns
     hist_depth = [0] * (depth_cap + 1)
@@ -262,7 +268,7 @@ def _request(plan, arm, c, r, user, k, pid, cat, words, t, step_ns, depth_cap, n
     rec = {"v": 1, "request_id": f"{arm['id']}-c{c}-r{r}-u{user}-{k}", "arm": arm["id"], "concurrency": c,
            "repetition": r, "warmup": warm, "prompt_id": pid, "category": cat,
            "worker": f"host:{101 + user % 2}", "user": user, "max_tokens": n_max,
-           "temperature": plan.temperature, "intended_send_ns": None, "send_ns": send,
+           "temperature": arm["temperature"], "intended_send_ns": None, "send_ns": send,
            "send_unix_ns": 0, "headers_ns": send + 2_000_000, "chunks": chunks, "end_ns": end,
            "status": 200, "error": None, "finish_reason": "length",
            "usage": {"prompt_tokens": 40 + len(pid), "completion_tokens": n_max}, "spec": spec}

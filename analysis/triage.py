@@ -46,6 +46,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.correctness import T_ONLY, greedy_arms
+
 # 5th percentile of the fp32 top-1/top-2 logit gap over all 46 x 128 = 5,888 positions of the shipped
 # target's (models/qwen3-stdlib-13m) greedy continuations of loadtests/prompts/chat.jsonl, 128 tokens
 # each, CPU: `python -m analysis.triage derive-threshold` printed 0.1897 (logits); rounded to 2 decimals.
@@ -121,10 +123,11 @@ def empty(note: str | None = None) -> Triage:
 def pairs(profile) -> list[tuple[str, str, str]]:
     """(comparison, arm, reference arm): every arm against the first ar arm; every chain arm also against
     the linear arm of its block size (the one with the same CUDA-graph setting when there are several)."""
-    ar = [a for a in profile.arms if a.kind == "ar"]
-    out = [(LOSSLESS, a.id, ar[0].id) for a in profile.arms] if ar else []
-    for c in (a for a in profile.arms if a.kind == "chain"):
-        lin = [a for a in profile.arms if a.kind == "linear" and a.block_size == c.block_size]
+    arms = greedy_arms(profile)     # at T>0 outputs differ by design
+    ar = [a for a in arms if a.kind == "ar"]
+    out = [(LOSSLESS, a.id, ar[0].id) for a in arms] if ar else []
+    for c in (a for a in arms if a.kind == "chain"):
+        lin = [a for a in arms if a.kind == "linear" and a.block_size == c.block_size]
         same = [a for a in lin if profile.cuda_graphs(a) == profile.cuda_graphs(c)]
         if lin:
             out.append((CHAIN, c.id, (same or lin)[0].id))
@@ -147,9 +150,12 @@ def triage(run, req: pd.DataFrame, scorer=None) -> Triage:
     (see Scorer); by default the run's target is loaded when the first divergence needs it."""
     p = run.profile
     todo = pairs(p)
+    if not greedy_arms(p):
+        return empty(T_ONLY)
     if not todo:
         return empty("the profile has no ar arm to compare against")
     ok = req[req["ok"].to_numpy(dtype=bool)]
+    ok = ok[ok["arm"].isin([a.id for a in greedy_arms(p)])]
     if ok.empty:
         return empty("no request finished")
     if (ok["temperature"] != 0).any():
@@ -360,16 +366,15 @@ class TriageUnavailable(RuntimeError):
 
 def prompt_ids(run, tokenizer) -> dict[str, list[int]]:
     """Every prompt of the run's prompt set as the server's token ids (refengine's chat template code)."""
-    from ddbench.profile import repo_path
-    from ddbench.prompts import PromptSetError, load_prompts, prompt_set_digest
-    path = repo_path(run.profile.workload.prompt_set)
+    from ddbench.prompts import PromptSetError, load_prompt_set, prompt_set_digest, prompt_set_label
+    prompt_set = run.profile.workload.prompt_set
     try:
-        prompts = load_prompts(path)
+        prompts = load_prompt_set(prompt_set)
     except PromptSetError as e:
         raise TriageUnavailable(f"cannot read the prompt set: {e}") from None
     want = run.manifest.prompt_set_digest
-    if want and prompt_set_digest(path) != want:
-        raise TriageUnavailable(f"{run.profile.workload.prompt_set} is not the prompt set the run used "
+    if want and prompt_set_digest(prompt_set) != want:
+        raise TriageUnavailable(f"{prompt_set_label(prompt_set)} is not the prompt set the run used "
                                 f"(sha256 {want[:12]}... in the manifest)")
     return {p.id: tokenizer.chat_ids([m.model_dump() for m in p.messages]) for p in prompts}
 

@@ -26,7 +26,8 @@ from ddbench.profile import Profile
 from ddbench.records import CellStatus
 from ddbench.results import STATUS, cell_name, write_json_atomic
 
-# cell(workload, load, *, url, cell_dir, arm, concurrency, repetition) -> CellStatus
+# cell(workload, load, *, url, cell_dir, arm, concurrency, repetition) -> CellStatus; the workload is the
+# one the measured arm sends (its sampling setting), the url its base arm's server
 CellRunner = Callable[..., CellStatus]
 
 
@@ -75,18 +76,19 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
     out = []
     try:
         for a, c, r in block.cells:
-            if a in down:
-                out.append(_failed(a, c, r, cell_dir(a, c, r), f"the arm did not come up: {down[a]}"))
+            base = profile.arm(a).server
+            if base in down:
+                out.append(_failed(a, c, r, cell_dir(a, c, r), f"the arm did not come up: {down[base]}"))
                 continue
-            server = servers[a]
+            server = servers[base]
             gone = server.exited()
             if gone is not None:
                 out.append(_failed(a, c, r, cell_dir(a, c, r), f"the server {gone} before this cell"))
                 continue
             with Telemetry(cell_dir(a, c, r) / TELEMETRY, gpus=profile.placement.gpus or None,
                            interval_s=telemetry_interval_s):
-                status = cell(profile.workload, profile.load, url=server.url, cell_dir=cell_dir(a, c, r), arm=a,
-                              concurrency=c, repetition=r)
+                status = cell(profile.workload_for(a), profile.load, url=server.url, cell_dir=cell_dir(a, c, r),
+                              arm=a, concurrency=c, repetition=r)
             gone = server.exited()
             if gone is not None:
                 why = f"the server {gone} during the cell" + (f"; {status.reason}" if status.reason else "")
@@ -103,12 +105,12 @@ def run_sweep(profile: Profile, run_dir: Path, cell: CellRunner, *, todo: list[s
               mode: str | None = None, **kw) -> dict[str, list[CellStatus]]:
     """Every cell of the schedule (or only those in todo), block by block; statuses by arm, in run order."""
     wanted = set(todo) if todo is not None else None
-    out: dict[str, list[CellStatus]] = {a.id: [] for a in profile.arms}
+    out: dict[str, list[CellStatus]] = {a.id: [] for a in profile.measured_arms()}
     for block in schedule.blocks(profile, mode):
         cells = tuple(x for x in block.cells if wanted is None or x in wanted)
         if not cells:
             continue
-        arms = tuple(a for a in block.arms if any(x[0] == a for x in cells))
+        arms = tuple(a for a in block.arms if any(profile.arm(x[0]).server == a for x in cells))
         for status in run_block(profile, schedule.Block(arms, cells), run_dir, cell, **kw):
             out[status.arm].append(status)
     return out

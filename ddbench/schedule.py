@@ -36,12 +36,12 @@ MODES = get_args(Mode)
 # for each process's CUDA context and graphs outside the fraction
 GPU_SHARE = 0.9
 
-Cell = tuple[str, int, int]  # (arm id, concurrency, repetition)
+Cell = tuple[str, int, int]  # (measured arm id, concurrency, repetition): the arm carries the sampling setting
 
 
 @dataclass(frozen=True)
 class Block:
-    """Servers brought up together, then these cells in this order, then the servers go down."""
+    """Servers (base arm ids) brought up together, then these cells in this order, then the servers go down."""
 
     arms: tuple[str, ...]
     cells: tuple[Cell, ...]
@@ -69,17 +69,27 @@ def _arm_order(arms: list[str], repetition: int) -> list[str]:
 
 
 def blocks(profile: Profile, mode: str | None = None) -> list[Block]:
+    """Cells are those of the measured arms (an arm under each sampling setting, setting-major, so that a
+    ratio's two cells, same setting, stay adjacent); a block's servers are their base arms'."""
     mode = mode or resolve(profile)[0]
-    arms = [a.id for a in profile.arms]
+    arms = [a.id for a in profile.measured_arms()]
+    servers = {a.id: a.server for a in profile.measured_arms()}
     levels, reps = profile.load.concurrency, range(1, profile.load.repetitions + 1)
+
+    def block(cells) -> Block:
+        return Block(tuple(dict.fromkeys(servers[a] for a, _, _ in cells)), tuple(cells))
+
     if mode == "interleaved":
-        return [Block(tuple(arms), tuple((a, c, r) for r in reps for c in levels for a in _arm_order(arms, r)))]
+        return [block([(a, c, r) for r in reps for c in levels for a in _arm_order(arms, r)])]
     if mode == "interleaved-fresh":
-        return [Block(tuple(arms), tuple((a, c, r) for c in levels for a in _arm_order(arms, r))) for r in reps]
+        return [block([(a, c, r) for c in levels for a in _arm_order(arms, r)]) for r in reps]
+    # an arm's server serves its measured arms' cells in one bring-up
+    by_server = {s: [a for a in arms if servers[a] == s] for s in dict.fromkeys(servers.values())}
     if mode == "per-repetition":
-        return [Block((a,), tuple((a, c, r) for c in levels)) for r in reps for a in _arm_order(arms, r)]
+        return [block([(a, c, r) for a in by_server[s] for c in levels])
+                for r in reps for s in _arm_order(list(by_server), r)]
     if mode == "arm-major":
-        return [Block((a,), tuple((a, c, r) for c in levels for r in reps)) for a in arms]
+        return [block([(a, c, r) for a in by_server[s] for c in levels for r in reps]) for s in by_server]
     raise ValueError(f"unknown schedule '{mode}' (one of {', '.join(MODES)})")
 
 

@@ -1,9 +1,10 @@
-"""`ddbench verify RUN_DIR`: re-run a committed run's T=0, C=1 cells here and compare.
+"""`ddbench verify RUN_DIR`: re-run a committed run's C=1 cells here and compare.
 
 The CPU fp32 engine is deterministic, so per arm and per prompt the output text and tau must
 be identical to the committed run's; any difference is reported by arm and prompt and makes
-the exit code non-zero. Throughput is compared as a ratio and reported, never asserted: it
-depends on the machine.
+the exit code non-zero. At T>0 too: every request carries its sampling seed (recorded), and a
+request at C=1 draws from its own generator alone. Throughput is compared as a ratio and
+reported, never asserted: it depends on the machine.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from ddbench.results import RESULTS_ROOT, RunDir, cell_name
 EXIT_DIFFERENT = 3
 
 
+class Unseeded(ValueError):
+    pass
+
+
 def measured(cell_dir: Path) -> dict[str, tuple[str, float | None]]:
     """prompt id -> (output text, tau) of the measured requests of a cell (first one per prompt)."""
     from loadtests.recorder import read_records
@@ -28,6 +33,9 @@ def measured(cell_dir: Path) -> dict[str, tuple[str, float | None]]:
     for r in sorted(read_records(cell_dir), key=lambda r: r.send_ns):
         if r.warmup or not r.ok or r.prompt_id in out:
             continue
+        if r.temperature > 0 and r.seed is None:
+            raise Unseeded(f"{cell_dir}: request {r.request_id} sampled at T={r.temperature:g} without a "
+                           "recorded seed (a run from before seeds were recorded): it cannot be re-run exactly")
         text = "".join(c.text for c in r.chunks)
         steps = (r.spec or {}).get("spec_verify_ct")
         tau = r.usage.completion_tokens / steps if r.usage and steps else None
@@ -53,7 +61,11 @@ def compare(old: RunDir, new: RunDir, arms: list[str]) -> list[str]:
     diffs = []
     for arm in arms:
         a, b = old.cell_dir(arm, 1, 1), new.cell_dir(arm, 1, 1)
-        before, after = measured(a), measured(b)
+        try:
+            before, after = measured(a), measured(b)
+        except Unseeded as e:
+            diffs.append(f"{arm}: {e}")
+            continue
         # a duration-bound cell measures as many prompts as the machine's speed allows: the
         # prompts both runs measured are compared; a run that shares none with the other is a fault
         both = sorted(set(before) & set(after))
@@ -82,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     old = RunDir.open(a.run_dir)
     committed = Profile.model_validate(old.manifest()["profile"])
-    if committed.workload.temperature != 0 or 1 not in committed.load.concurrency:
-        console.print(f"verify: {old.path} has no T=0, C=1 cells to re-run", highlight=False)
+    if 1 not in committed.load.concurrency:
+        console.print(f"verify: {old.path} has no C=1 cells to re-run", highlight=False)
         return 1
     load = committed.load.model_copy(update={"concurrency": [1], "repetitions": 1})
     profile = committed.model_copy(update={"load": load})
@@ -99,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         finish_run(new, interrupted=True)
         return EXIT_INTERRUPTED
     finish_run(new, interrupted=False, verify_of=str(old.path))
-    arms = [arm.id for arm in profile.arms if (old.cell_dir(arm.id, 1, 1)).is_dir()]
-    missing = [arm.id for arm in profile.arms if arm.id not in arms]
+    arms = [arm.id for arm in profile.measured_arms() if (old.cell_dir(arm.id, 1, 1)).is_dir()]
+    missing = [arm.id for arm in profile.measured_arms() if arm.id not in arms]
     diffs = compare(old, new, arms) + [f"{m}: no committed {cell_name(1, 1)} cell" for m in missing]
     for d in diffs:
         print(f"DIFFERENT  {d}")

@@ -27,11 +27,11 @@ import httpx
 
 from ddbench.cpus import pinner, usable
 from ddbench.profile import Load, Workload
-from ddbench.prompts import load_prompts
+from ddbench.prompts import load_prompt_set
 from ddbench.records import CellStatus, RequestRecord
 from ddbench.results import STATUS, record_files, write_json_atomic
 from loadtests.cpu import CPU_FILE, CPU_LIMIT, CpuSampler, peak
-from loadtests.options import cell_argv, resolve_prompt_set
+from loadtests.options import cell_argv, resolve_sources
 from loadtests.recorder import read_records
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -85,7 +85,7 @@ def run_cell(workload: Workload, load: Load, *, url: str, cell_dir: Path, arm: s
     cell_dir = Path(cell_dir)
     if record_files(cell_dir):
         raise CellError(f"{cell_dir}: already holds request records; a cell is never run twice into one directory")
-    load_prompts(resolve_prompt_set(workload.prompt_set), workload.categories or None)  # errors name file:line
+    load_prompt_set(resolve_sources(workload.prompt_set), workload.categories or None)  # errors name file:line
     cell_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     base = dict(arm=arm, concurrency=concurrency, repetition=repetition, started_unix=started)

@@ -22,7 +22,8 @@ ERROR_TEXT_MAX = 500
 
 
 def chat_body(prompt: Prompt, *, model: str, max_tokens: int, temperature: float, top_p: float = 1.0,
-              top_k: int | None = None, ignore_eos: bool = True, token_ids: bool = True) -> dict[str, Any]:
+              top_k: int | None = None, ignore_eos: bool = True, token_ids: bool = True,
+              seed: int | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
         "messages": [m.model_dump() for m in prompt.messages],
@@ -41,6 +42,8 @@ def chat_body(prompt: Prompt, *, model: str, max_tokens: int, temperature: float
         body["return_token_ids"] = True
     if top_k is not None:
         body["top_k"] = top_k
+    if seed is not None:   # OpenAI's field; SGLang and the reference engine seed the request's sampler with it
+        body["seed"] = seed
     if ignore_eos:
         body["ignore_eos"] = True
     return body

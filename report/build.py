@@ -15,8 +15,9 @@ from markupsafe import Markup
 
 from analysis import stability
 from analysis.analyze import Analysis
+from ddbench.prompts import sources
 from ddbench.results import NOTES, write_bytes_atomic
-from report import crosscheck, figures, headroom, summary, tables, triage
+from report import budgets, crosscheck, figures, headroom, summary, tables, temperature, triage, verdict
 from report.tex import breakable, environment, escape
 
 
@@ -26,6 +27,13 @@ class BuildError(RuntimeError):
 
 def _model(name: str, digest: str | None) -> str:
     return name if digest is None else breakable(f"{name}, contents sha256 {digest[:16]}")
+
+
+def _prompt_set(prompt_set: str | list[str], m) -> str:
+    """The sources as the profile names them, a package source with the version the run read."""
+    recorded = (m.model_extra or {}).get("prompt_sources") or []
+    versions = {r["source"]: r["version"] for r in recorded if "version" in r}
+    return ", ".join(f"{s} {versions[s]}" if s in versions else s for s in sources(prompt_set))
 
 
 def context(a: Analysis, figs: dict[str, Path]) -> dict:
@@ -41,10 +49,11 @@ def context(a: Analysis, figs: dict[str, Path]) -> dict:
              ("memory", f"{host.memory_bytes / 2**30:.0f} GiB" if host.memory_bytes else "not recorded"),
              ("GPUs", gpus), ("driver", rec(host.driver)), ("OS", rec(host.os)),
              ("git", breakable(f"{rec(m.git.sha)}" + (" (dirty tree)" if m.git.dirty else ""))),
-             ("profile digest", breakable(rec(m.profile_digest))), ("prompt set", breakable(p.workload.prompt_set)),
+             ("profile digest", breakable(rec(m.profile_digest))),
+             ("prompt set", breakable(_prompt_set(p.workload.prompt_set, m))),
              ("prompt-set digest", breakable(rec(m.prompt_set_digest))),
-             ("workload", f"max_tokens {p.workload.max_tokens}, temperature {p.workload.temperature}, "
-                          f"ignore_eos {p.workload.ignore_eos}"),
+             ("workload", f"max_tokens {p.workload.max_tokens}, ignore_eos {p.workload.ignore_eos}"),
+             ("sampling", "; ".join(x.text for x in p.workload.settings())),
              ("load", f"{p.load.mode} loop, C in {p.load.concurrency}, {p.load.repetitions} repetition(s), "
                       f"{p.load.warmup_requests} warmup request(s) per user"),
              ("started / ended", f"{rec(m.started)} / {rec(m.ended)}"),
@@ -77,7 +86,8 @@ def context(a: Analysis, figs: dict[str, Path]) -> dict:
         "check_counts": tables.check_counts(a.checks), "all_checks": tables.checks(a.checks),
         "profile_lines": _profile_lines(p.model_dump(mode="json")),
         "crosscheck": crosscheck.context(a), "notes": notes(a.run.path),
-        "triage": triage.context(a), "headroom": headroom.context(a),
+        "triage": triage.context(a), "headroom": headroom.context(a), "verdict": verdict.context(a),
+        "budgets": budgets.context(a), "temperature": temperature.context(a),
         "headline": tables.speedups(a), "drift": tables.drift(a), "gpu_band": tables.gpu_band(a),
         "host_cpu": tables.host_cpu(a), "foreign_share": f"{100 * stability.FOREIGN_SHARE:g}",
         "order": tables.schedule(a), "ddtree_build": _ddtree_build(a), "clock_band": f"{100 * stability.CLOCK_BAND:g}",

@@ -5,6 +5,7 @@ Every per-arm series takes its colour from colour(), so an arm looks the same in
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -37,12 +38,21 @@ def _arms(a: Analysis) -> list[str]:
     return [arm.id for arm in a.run.profile.arms]
 
 
+def _base(arm) -> str:
+    """The arm a measured arm ('<arm>@<label>') measures under one sampling setting; an arm is its own."""
+    return getattr(arm, "server", arm.id)
+
+
 def colour(a: Analysis, arm: str) -> str:
-    """The arm's colour: matplotlib's default cycle at the arm's place in the profile, the same in every figure
-    (a figure that skips arms, as the acceptance ones skip ar, must not shift the others' colours)."""
+    """The arm's colour: matplotlib's default cycle at its base arm's place in the profile, the same in every figure
+    (a figure that skips arms, as the acceptance ones skip ar, must not shift the others' colours; an arm measured
+    under several sampling settings keeps one colour, so that it can be followed across them). `arm` may be a
+    measured arm's id or its base arm's."""
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    ids = _arms(a)
-    return cycle[(ids.index(arm) if arm in ids else len(ids)) % len(cycle)]
+    arms = a.run.profile.arms
+    bases = list(dict.fromkeys(_base(x) for x in arms))
+    base = next((_base(x) for x in arms if x.id == arm), arm)
+    return cycle[(bases.index(base) if base in bases else len(bases)) % len(cycle)]
 
 
 def _speculative(a: Analysis) -> list:
@@ -112,7 +122,8 @@ def eager_twins(a: Analysis) -> bool:
     p = a.run.profile
     seen: dict[str, set[bool]] = {}
     for arm in _speculative(a):
-        same = repr(sorted(arm.model_dump(exclude={"id", "cuda_graphs"}).items()))
+        # a measured arm's base differs between twins as its id does; its sampling setting keeps them per setting
+        same = repr(sorted(arm.model_dump(exclude={"id", "cuda_graphs", "base"}).items()))
         seen.setdefault(same, set()).add(p.cuda_graphs(arm))
     return any(len(graphs) == 2 for graphs in seen.values())
 
@@ -249,6 +260,241 @@ def _ticks(ax, s: pd.DataFrame) -> None:
         ax.minorticks_off()
 
 
+# ---- sampling settings: which measured arm is which base arm under which setting ---------------------------
+
+def settings(a: Analysis) -> list:
+    """The run's sampling settings, in profile order (one: the profile's single setting)."""
+    return a.run.profile.workload.settings()
+
+
+def measured_ids(a: Analysis) -> dict[tuple[str, str], str]:
+    """(base arm, sampling label) -> the measured arm's id; with one setting, (arm, label) -> arm."""
+    p = a.run.profile
+    return {(_base(x), p.sampling_for(x.id).label): x.id for x in p.arms}
+
+
+def _same_setting(a: Analysis, x: str, y: str) -> bool:
+    """Whether two measured arms ran under one sampling setting: a T=0 cell never pairs with a T=0.7 cell."""
+    p = a.run.profile
+    return p.sampling_for(x).label == p.sampling_for(y).label
+
+
+# ---- budget families: tree arms that differ only in their budget ---------------------------------------------
+
+MIN_BUDGETS = 3    # fewer points than this draw no curve: two budgets cannot show where a curve turns
+
+
+@dataclass(frozen=True)
+class Family:
+    """Tree arms that differ only in budget B (top-k K = B as the SGLang DDTree fork has it, or one fixed K) at one
+    drafter block size L, sampling setting and CUDA graphs switch; the chain (budget L-1, top-k 1) and the linear arm
+    of the same conditions are its references."""
+
+    trees: tuple            # by budget, one arm per budget
+    chain: object | None
+    linear: object | None
+    sampling: object
+    graphs: bool
+    topk: int | None        # None: K = B
+
+    @property
+    def block_size(self) -> int:
+        return self.trees[0].block_size
+
+    @property
+    def budgets(self) -> list[int]:
+        return [t.budget for t in self.trees]
+
+    @property
+    def title(self) -> str:
+        k = "K = B" if self.topk is None else f"K = {self.topk}"
+        return (f"{self.sampling.text}, block {self.block_size}, {k}, "
+                f"CUDA graphs {'on' if self.graphs else 'off'}")
+
+
+def families(a: Analysis) -> list[Family]:
+    """Every group of tree arms that differ only in budget, however few its budgets (budgets() keeps the curves)."""
+    p = a.run.profile
+
+    def where(x) -> tuple:
+        return p.sampling_for(x.id).label, p.cuda_graphs(x), x.block_size
+
+    groups: dict[tuple, dict[int, object]] = {}
+    for x in p.arms:
+        if x.kind == "tree":
+            key = (*where(x), None if x.topk == x.budget else x.topk, repr(sorted(x.env.items())),
+                   tuple(x.extra_args))
+            # the first arm of a budget: a second (an eager twin on a CPU, where graphs never run) is the same condition
+            groups.setdefault(key, {}).setdefault(x.budget, x)
+    refs: dict[tuple, object] = {}
+    for x in p.arms:
+        if x.kind in ("chain", "linear"):
+            refs.setdefault((x.kind, *where(x)), x)
+    out = []
+    for (label, graphs, block, topk, *_), by_budget in groups.items():
+        trees = tuple(by_budget[b] for b in sorted(by_budget))
+        out.append(Family(trees, refs.get(("chain", label, graphs, block)), refs.get(("linear", label, graphs, block)),
+                          p.sampling_for(trees[0].id), graphs, topk))
+    return out
+
+
+def budgets(a: Analysis) -> list[Family]:
+    """The budget families with at least MIN_BUDGETS tree budgets; empty when the run cannot say which budget."""
+    return [f for f in families(a) if len(f.trees) >= MIN_BUDGETS]
+
+
+CHAIN_DODGE = 1.08   # x factor the chain moves left by where a tree has its budget (B = L-1)
+
+BUDGET_ROWS = (("tau", "tau (tokens per verify step)"), ("throughput", "output tok/s"))
+
+
+def _row(s: pd.DataFrame, arm: str) -> dict | None:
+    d = s[s["arm"] == arm]
+    return d.iloc[0].to_dict() if len(d) else None
+
+
+def _budget_panel(ax, a: Analysis, fam: Family, s: pd.DataFrame, metric: str) -> None:
+    """One C, one metric: the trees' points in their arms' colours on a grey curve, the chain at L-1 (square), the
+    linear arm as a dashed line with its interval as a band."""
+    lo, hi = f"{metric}_t_lo", f"{metric}_t_hi"
+    curve = []
+    for t in fam.trees:
+        r = _row(s, t.id)
+        if r is None or not np.isfinite(r[metric]):
+            continue
+        ax.errorbar([t.budget], [r[metric]], yerr=_err([r[metric]], [r[lo]], [r[hi]]), fmt="o", ms=4, capsize=2,
+                    color=colour(a, t.id), label=_label(_base(t)), zorder=3)
+        curve.append((t.budget, r[metric]))
+    if len(curve) > 1:
+        ax.plot(*zip(*curve, strict=True), color="0.75", lw=0.9, zorder=2)   # light: an arm's colour may be grey
+    r = _row(s, fam.chain.id) if fam.chain is not None else None
+    if r is not None and np.isfinite(r[metric]):
+        b = fam.block_size - 1
+        x = b / CHAIN_DODGE if b in fam.budgets else b
+        ax.errorbar([x], [r[metric]], yerr=_err([r[metric]], [r[lo]], [r[hi]]), fmt="s", ms=4, capsize=2,
+                    color=colour(a, fam.chain.id), label=_label(f"{_base(fam.chain)} (chain, B = L-1)"), zorder=3)
+    r = _row(s, fam.linear.id) if fam.linear is not None else None
+    if r is not None and np.isfinite(r[metric]):
+        c = colour(a, fam.linear.id)
+        ax.axhline(r[metric], color=c, ls="--", lw=1, label=_label(f"{_base(fam.linear)} (linear)"), zorder=1)
+        if np.isfinite(r[lo]) and np.isfinite(r[hi]):
+            ax.axhspan(r[lo], r[hi], color=c, alpha=0.12, lw=0, zorder=0)
+
+
+def budget_curve(a: Analysis) -> Figure:
+    """τ and throughput against the tree budget B, per budget family (a row pair each), one column per C."""
+    fams = budgets(a)
+    if not fams:
+        fig, ax = plt.subplots(figsize=(5.2, 1.0))
+        ax.text(0.5, 0.5, f"no budget family: fewer than {MIN_BUDGETS} tree budgets at one block size",
+                ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
+    s = a.summary
+    cs = sorted(int(c) for c in s["concurrency"].unique()) if len(s) else []
+    cs = cs or [None]
+    fig = plt.figure(figsize=(2.2 * len(cs) + 1.0, 3.3 * len(fams) + 0.6), layout="constrained")
+    for sub, fam in zip(fig.subfigures(len(fams), 1, squeeze=False)[:, 0], fams, strict=True):
+        axes = sub.subplots(len(BUDGET_ROWS), len(cs), sharex=True, squeeze=False)
+        ticks = sorted({*fam.budgets, *([fam.block_size - 1] if fam.chain is not None else [])})
+        for j, c in enumerate(cs):
+            at = s[s["concurrency"] == c] if c is not None else s
+            for i, (metric, ylabel) in enumerate(BUDGET_ROWS):
+                ax = axes[i][j]
+                _budget_panel(ax, a, fam, at, metric)
+                ax.set_xscale("log", base=2)
+                ax.set_xticks(ticks, [str(b) for b in ticks])
+                ax.minorticks_off()
+                if i == 0:
+                    ax.set_title(f"C={c}")
+                if j == 0:
+                    ax.set_ylabel(ylabel)
+                if i == len(BUDGET_ROWS) - 1:
+                    ax.set_xlabel("tree budget B")
+            axes[0][j].sharey(axes[0][0])      # one τ scale per family; throughput keeps each C's own
+        sub.suptitle(_label(fam.title), fontsize=8)
+    fig.suptitle("Which budget: tau and throughput against B (geometric mean over repetitions, Student-t 95% bars; "
+                 "dashed: the linear arm, band: its 95% interval)", fontsize=8)
+    _legend_below(fig, order=lambda label: 2 if "(linear)" in label else 1 if "(chain" in label else 0)
+    return fig
+
+
+def _legend_below(fig, order=None) -> None:
+    """One legend for the whole figure, one entry per label, below the axes (inside it would sit on points)."""
+    seen: dict[str, object] = {}
+    for ax in fig.axes:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, h)
+    labels = sorted(seen, key=order) if order else list(seen)   # sorted() is stable: the rest keep drawing order
+    if labels:
+        fig.legend([seen[x] for x in labels], labels, loc="outside lower center", ncol=min(len(labels), 5),
+                   frameon=False)
+
+
+# ---- τ against the sampling temperature, per base arm --------------------------------------------------------
+
+def _temperature_x(sets: list) -> tuple[list[float], list[str]]:
+    """x position and tick label per setting: the temperature, or the setting's place where two share a T."""
+    temps = [s.temperature for s in sets]
+    labels = ["0" if s.greedy else s.text.removeprefix("T=").replace(", ", "\n") for s in sets]
+    if len(set(temps)) == len(temps):
+        return temps, labels
+    return list(range(len(sets))), labels
+
+
+def _temperature_panels(a: Analysis) -> list[tuple[str, list[str]]]:
+    """(title, base arm ids) per row: graphs on and off apart where the profile has eager twins (tau_panels)."""
+    p = a.run.profile
+    firsts: dict[str, object] = {}
+    for x in _speculative(a):
+        firsts.setdefault(_base(x), x)
+    if not eager_twins(a):
+        return [("", list(firsts))]
+    return [(f"CUDA graphs {word}", [b for b, x in firsts.items() if p.cuda_graphs(x) == on])
+            for word, on in (("on", True), ("off", False))]
+
+
+def tau_temperature(a: Analysis) -> Figure:
+    """τ of each speculative base arm against the sampling temperature, one panel per C (and graphs switch)."""
+    sets = settings(a)
+    rows = _temperature_panels(a)
+    if len(sets) < 2 or not any(arms for _, arms in rows):
+        fig, ax = plt.subplots(figsize=(5.2, 1.0))
+        ax.text(0.5, 0.5, "one sampling setting: no temperature axis" if len(sets) < 2 else
+                "no speculative arm measured", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
+    s, ids = a.summary, measured_ids(a)
+    cs = sorted(int(c) for c in s["concurrency"].unique()) if len(s) else [None]
+    xs, ticks = _temperature_x(sets)
+    step = 0.02 * ((max(xs) - min(xs)) or 1)     # arms of equal τ (a chain and its linear arm) would hide each other
+    fig, axes = plt.subplots(len(rows), len(cs), figsize=(2.3 * len(cs) + 1.0, 2.3 * len(rows) + 1.1),
+                             sharey=True, squeeze=False, layout="constrained")
+    for i, (title, arms) in enumerate(rows):
+        for j, c in enumerate(cs):
+            ax, at = axes[i][j], (s[s["concurrency"] == c] if c is not None else s)
+            for k, base in enumerate(arms):
+                pts = [(x, r) for x, st in zip(xs, sets, strict=True)
+                       if (r := _row(at, ids.get((base, st.label), ""))) is not None and np.isfinite(r["tau"])]
+                if not pts:
+                    continue
+                x = np.array([p for p, _ in pts]) + step * (k - (len(arms) - 1) / 2)
+                y, lo, hi = ([r[m] for _, r in pts] for m in ("tau", "tau_t_lo", "tau_t_hi"))
+                ax.errorbar(x, y, yerr=_err(y, lo, hi), marker="o", ms=3, capsize=2, label=_label(base),
+                            color=colour(a, base))
+            ax.set_xticks(xs, ticks)
+            ax.minorticks_off()
+            ax.set_title(", ".join(t for t in (title, f"C={c}") if t))
+            if i == len(rows) - 1:
+                ax.set_xlabel("sampling temperature T")
+        axes[i][0].set_ylabel("tau (tokens per verify step)")
+    fig.suptitle("Acceptance against temperature (geometric mean over repetitions, Student-t 95% bars).\n"
+                 "Not a matched comparison of arm with arm: one arm across T keeps its prompts and load,\n"
+                 "but its acceptance changes with T by design; arms are compared at one T", fontsize=8)
+    _legend_below(fig)
+    return fig
+
+
 def triage(a: Analysis) -> Figure:
     from report.triage import draw  # the divergence triage draws its own (report/triage.py)
     return draw(a)
@@ -256,7 +502,7 @@ def triage(a: Analysis) -> Figure:
 
 ALL = {"throughput": throughput, "latency": latency, "acceptance": acceptance,
        "tau_concurrency": tau_concurrency, "categories": categories, "pareto": pareto, "telemetry": telemetry,
-       "triage": triage}
+       "triage": triage, "budget_curve": budget_curve, "tau_temperature": tau_temperature}
 
 
 def draw(name: str, a: Analysis, out: Path) -> Path:

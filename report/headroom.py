@@ -18,7 +18,8 @@ from report.tex import escape, num
 BUCKETS = (("rank_1", "1"), ("rank_2", "2"), ("rank_3_4", "3--4"), ("rank_5_8", "5--8"), ("rank_gt_8", "$>8$"))
 
 
-def _read(a: Analysis) -> dict[str, pd.DataFrame] | None:
+def read(a: Analysis) -> dict[str, pd.DataFrame] | None:
+    """The run's diagnosis tables by FILES key, or None unless every one is there."""
     folder = a.run.path / "tables"
     paths = {k: folder / name for k, name in FILES.items()}
     if not all(p.is_file() for p in paths.values()):
@@ -77,7 +78,7 @@ def trees(a: Analysis, t: pd.DataFrame) -> Markup:
 
 def context(a: Analysis) -> dict | None:
     """What the template's diagnosis section needs, or None when the run has no headroom tables."""
-    t = _read(a)
+    t = read(a)
     if t is None:
         return None
     setup, fm = t["setup"].iloc[0], t["first_mismatch"].iloc[0]

@@ -9,7 +9,8 @@ from report import crosscheck
 from report.tex import ci, escape, num
 
 
-def _x(value, lo, hi, digits: int = 2) -> str:
+def times(value, lo, hi, digits: int = 2) -> str:
+    """A ratio as 'r× (95% CI lo–hi)', or 'r× (no interval)'."""
     band = ci(lo, hi, digits)
     return f"{num(value, digits)}$\\times$" + (f" (95\\% CI {band})" if band else " (no interval)")
 
@@ -73,12 +74,12 @@ def sentences(a: Analysis) -> list[Markup]:
         parts = []
         if len(sp):
             for r in sp[(sp["arm"] == best["arm"]) & (sp["concurrency"] == c)].itertuples():
-                parts.append(f"{_x(r.speedup, r.speedup_lo, r.speedup_hi)} the throughput of {escape(r.baseline)}")
+                parts.append(f"{times(r.speedup, r.speedup_lo, r.speedup_hi)} the throughput of {escape(r.baseline)}")
         out.append(line + (": it delivers " + " and ".join(parts) if parts else "") + ".")
     trees = [x.id for x in a.run.profile.arms if x.kind == "tree"]
     if len(sp):
         for r in sp[sp["baseline_kind"].isin(["linear", "chain"]) & sp["arm"].isin(trees)].itertuples():
-            out.append(f"{escape(r.arm)} delivers {_x(r.speedup, r.speedup_lo, r.speedup_hi)} the throughput of "
+            out.append(f"{escape(r.arm)} delivers {times(r.speedup, r.speedup_lo, r.speedup_hi)} the throughput of "
                        f"{escape(r.baseline)} at C={r.concurrency}, over {r.pairs} repetition pairs: "
                        f"{verdict_words(r)}.")
     for r in a.decomposition.itertuples():

@@ -1,10 +1,11 @@
-"""The report's tables: analysis DataFrames shaped for reading, rendered by pandas' LaTeX export
-with booktabs rules. Every cell is TeX already (escaped strings, formatted numbers)."""
+"""The report's tables: analysis DataFrames shaped for reading, typeset by pylatex as booktabs
+tabulars and longtables. Every cell is TeX already (escaped strings, formatted numbers)."""
 
 from __future__ import annotations
 
 import pandas as pd
 from markupsafe import Markup
+from pylatex import LongTable, MultiColumn, NoEscape, Tabular
 
 from analysis import stability, stats
 from analysis.analyze import Analysis
@@ -12,13 +13,30 @@ from report.tex import escape, missing, num, with_ci
 
 
 def latex(df: pd.DataFrame, align: str | None = None, long: bool = False) -> Markup:
-    """booktabs tabular (or longtable) of a frame whose cells and headers are TeX."""
+    """booktabs tabular (or longtable) of a frame whose cells and headers are TeX. An align that does not
+    match the frame's columns raises pylatex's TableRowSizeError here rather than breaking the build later."""
     if df.empty:
         return Markup(r"\emph{(none)}")
     align = align or "l" + "r" * (len(df.columns) - 1)
-    styler = df.style.hide(axis="index")
-    tex = styler.to_latex(hrules=True, column_format=align, environment="longtable" if long else None)
-    return Markup(tex)
+    table = (LongTable if long else Tabular)(align, booktabs=True)
+    # escape=False: the cells were escaped (or written as TeX) by whoever made them
+    table.add_row(list(df.columns), escape=False)
+    table.add_hline()
+    if long:
+        _page_breaks(table)
+    for row in df.itertuples(index=False, name=None):
+        table.add_row(row, escape=False)
+    return Markup(table.dumps())
+
+
+def _page_breaks(table: LongTable) -> None:
+    """The header so far repeats on every page, and every page but the last says the table goes on."""
+    table.end_table_header()
+    table.add_hline()
+    table.add_row([MultiColumn(table.width, align="r", data=NoEscape(r"\emph{continued on the next page}"))],
+                  escape=False)
+    table.end_table_footer()
+    table.end_table_last_footer()  # empty: the last page ends on the bottom rule alone
 
 
 def _h(*names: str) -> list[Markup]:

@@ -17,9 +17,13 @@ TEMPLATES = Path(__file__).parent / "templates"
 _SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&", "#": r"\#",
             "%": r"\%", "_": r"\_", "^": r"\textasciicircum{}", "~": r"\textasciitilde{}",
             "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}", '"': r"\textquotedbl{}",
-            "'": r"\textquotesingle{}", "`": r"\textasciigrave{}", "-": "-{}"}
+            "'": r"\textquotesingle{}", "`": r"\textasciigrave{}", "-": "-{}",
+            # braced, a bracket right after \\ or \item is text, not their optional argument
+            "[": "{[}", "]": "{]}"}
 
 
+# Not pylatex.utils.escape_latex: it keeps the `` '' << >> ligatures, passes control characters and
+# non-Latin-1 text through (inputenc stops the build on them) and writes a newline as \newline.
 def escape(value) -> str:
     """Any value as TeX that typesets it literally: specials escaped, ligatures (-- `` '') broken,
     control characters and characters outside Latin-1 shown as <U+XXXX>, so no input breaks the build."""

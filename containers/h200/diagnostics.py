@@ -81,8 +81,8 @@ from containers.ready import BringUpError
 from containers.sweep import up_together
 from ddbench import prom
 from ddbench.manifest import bundle_marker, now_iso
-from ddbench.profile import REPO_ROOT, Arm, Profile, ProfileError, load_profile, repo_path
-from ddbench.prompts import Prompt, load_prompts, prompt_set_digest
+from ddbench.profile import REPO_ROOT, Arm, Profile, ProfileError, load_profile
+from ddbench.prompts import Prompt, load_prompt_set, prompt_set_digest
 from ddbench.results import SERVER_LOG, write_json_atomic
 
 FORK_LAYER = "sglang-ddtree"
@@ -109,12 +109,12 @@ def run_profile(run_dir: Path, name: str | None) -> tuple[Profile, str]:
 
 def first_prompts(profile: Profile, n: int) -> list[Prompt]:
     wl = profile.workload
-    return load_prompts(repo_path(wl.prompt_set), wl.categories or None)[:n]
+    return load_prompt_set(wl.prompt_set, wl.categories or None)[:n]
 
 
 def prompts_record(profile: Profile, prompts: list[Prompt]) -> dict:
     wl = profile.workload
-    return {"set": wl.prompt_set, "sha256": prompt_set_digest(repo_path(wl.prompt_set)),
+    return {"set": wl.prompt_set, "sha256": prompt_set_digest(wl.prompt_set),
             "ids": [p.id for p in prompts], "max_tokens": wl.max_tokens, "temperature": wl.temperature,
             "ignore_eos": wl.ignore_eos}
 

@@ -99,3 +99,38 @@ def test_reproduce_records_the_planned_and_the_ran_order(profile_file, tmp_path)
     assert ran == [tuple(x) for x in sched["planned"]] == _started(run)
     checks = (run / "tables" / "checks.csv").read_text()
     assert "drift below the smallest effect claimed" in checks
+
+
+def test_sampling_settings_are_measured_arms_on_one_server_each(profile_file, tmp_path, monkeypatch):
+    """Two sampling settings: each arm's server comes up once and serves both of its measured arms; the
+    T>0 requests carry recorded seeds, the same per slot for every arm of a repetition, and a second sweep
+    at C=1 (verify's comparison) reproduces every T>0 output exactly."""
+    from ddbench.profile import Profile
+    from ddbench.results import RunDir
+    from ddbench.verify import compare
+    from loadtests.recorder import read_records
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    d = load_profile(profile_file("interleaved")).model_dump(mode="json")
+    d["workload"].pop("temperature")
+    d["workload"]["sampling"] = [{"temperature": 0}, {"temperature": 1.0, "top_k": 20}]
+    d["load"]["repetitions"] = 1
+    profile = Profile.model_validate(d)
+    arms = [a.id for a in profile.measured_arms()]
+    assert arms == ["ar@t0", "linear-b8@t0", "tree-b7-k2@t0", "ar@t1-k20", "linear-b8@t1-k20", "tree-b7-k2@t1-k20"]
+    runs = []
+    for name in ("a", "b"):
+        run = tmp_path / f"run-{name}"
+        out = run_sweep(profile, run, run_cell)
+        assert all(s.status == "ok" for v in out.values() for s in v), out
+        runs.append(run)
+    run = runs[0]
+    assert _started(run) == schedule.order(profile) == [(a, 1, 1) for a in arms]
+    for base in ("ar", "linear-b8", "tree-b7-k2"):
+        assert (run / base / "server.log").read_text().count(READY) == 1   # one server, both settings
+    records = {a: sorted(read_records(run / a / "c1-r1"), key=lambda r: r.send_ns) for a in arms}
+    assert all(r.seed is None and r.temperature == 0 for a in arms[:3] for r in records[a])
+    seeds = {a: [(r.prompt_id, r.seed) for r in records[a]] for a in arms[3:]}
+    assert all(r.seed is not None and r.temperature == 1.0 and r.top_k == 20 for a in arms[3:] for r in records[a])
+    assert seeds["ar@t1-k20"] == seeds["linear-b8@t1-k20"] == seeds["tree-b7-k2@t1-k20"]
+    assert compare(RunDir(runs[0]), RunDir(runs[1]), arms) == []

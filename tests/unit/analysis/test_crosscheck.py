@@ -114,8 +114,8 @@ def test_missing_arm_is_noted_not_compared(tmp_path, target):
     shutil.rmtree(other / "tree-b4-k2")
     x = analyze(this, bootstrap=20).crosscheck
     assert list(x.arms["arm"]) == ["ar"] and list(x.throughput["arm"]) == ["ar"]
-    assert ("arm(s) only in this run, nothing of the same kind, block, budget, top-k and CUDA graphs in the other, "
-            "not compared: tree-b4-k2") in x.notes
+    assert ("arm(s) only in this run, nothing of the same kind, block, budget, top-k, CUDA graphs and sampling in "
+            "the other, not compared: tree-b4-k2") in x.notes
 
 
 def test_arm_of_another_shape_is_not_paired_even_under_the_same_id(tmp_path, target):

@@ -1,4 +1,5 @@
 import argparse
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -19,7 +20,7 @@ def test_cell_argv_round_trips_a_profile_cell(tmp_path):
     ld = Load(concurrency=[8], warmup_requests=3, requests_per_user=7, seed=11)
     s = settings(parse(cell_argv(wl, ld, arm="tree-b15-k8", concurrency=8, repetition=2,
                                  records_dir=tmp_path, model="m")))
-    assert s.prompt_set.is_file() and s.prompt_set.name == "chat.jsonl"
+    assert [Path(p).name for p in s.prompt_set] == ["chat.jsonl"] and Path(s.prompt_set[0]).is_file()
     assert (s.categories, s.max_tokens, s.temperature, s.top_p, s.top_k, s.ignore_eos) == (
         ["code", "json"], 64, 0.5, 0.9, 20, False)
     assert (s.warmup, s.per_user, s.duration_s, s.seed) == (3, 7, None, 11)

@@ -11,8 +11,10 @@ COLS = compare.CATEGORY_COLUMNS
 
 
 def _row(arm, base, kind, cat, n, lo, hi):
-    return [arm, base, kind, 1, cat, n, n, n < stats.MIN_TAIL, (lo * hi) ** 0.5, lo, hi, compare.verdict(lo, hi),
-            6.5, 5.25 if kind != "ar" else 1.0]
+    return {"arm": arm, "baseline": base, "baseline_kind": kind, "concurrency": 1, "category": cat, "n": n,
+            "baseline_n": n, "few": n < stats.MIN_TAIL, "pairs": 4, "speedup": (lo * hi) ** 0.5, "speedup_lo": lo,
+            "speedup_hi": hi, "verdict": compare.verdict(lo, hi), "sign_p": 0.125, "mde": 0.05, "n_to_resolve": None,
+            "tau": 6.5, "baseline_tau": 5.25 if kind != "ar" else 1.0}
 
 
 def _analysis(rows):

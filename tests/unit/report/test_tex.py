@@ -10,7 +10,7 @@ from report.tex import breakable, ci, environment, escape, num, with_ci
     ("{x}", r"\{x\}"), ("a\\b", r"a\textbackslash{}b"), ("~^", r"\textasciitilde{}\textasciicircum{}"),
     ("--", "-{}-{}"), ("``''", r"\textasciigrave{}\textasciigrave{}\textquotesingle{}\textquotesingle{}"),
     ("é", "é"), ("中", r"\textless{}U+4E2D\textgreater{}"), ("\x07", r"\textless{}U+0007\textgreater{}"),
-    ("a\nb", "a b"),
+    ("a\nb", "a b"), ("[x]", "{[}x{]}"),
 ])
 def test_escape(raw, tex):
     assert escape(raw) == tex
