@@ -41,6 +41,10 @@ sglang-venv VENV FORK_GIT *WHEELHOUSE:
 headroom RUN_DIR *ARGS:
     @python3 -m analysis.headroom "$@"
 
+# lossless at T>0 on the reference engine: each arm's law of the first k sampled tokens against AR's exact law (G-test, stated power, a planted bug that must fail), offline on the CPU: -> RUN_DIR/tables/lossless_sampling.csv
+lossless RUN_DIR *ARGS:
+    @python3 -m analysis.sampling_law "$@"
+
 # bring one arm's server up and leave it running
 up PROFILE ARM *ARGS:
     @python3 -m ddbench up "$@"

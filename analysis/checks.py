@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from analysis import prom, stability
-from analysis.ingest import Run, dense
 from analysis.correctness import greedy_arms
+from analysis.ingest import Run, dense
 from analysis.triage import CHAIN, LOSSLESS
 
 PASS, FAIL, NA = "pass", "fail", "n/a"

@@ -282,7 +282,8 @@ def _field(t: pa.Table, parent: str, name: str):
 def _empty_requests() -> pd.DataFrame:
     cols = ["request_id", "arm", "concurrency", "repetition", "warmup", "prompt_id", "category", "worker", "user",
             "max_tokens", "temperature", "top_p", "top_k", "seed", "send_ns", "send_unix_ns", "intended_send_ns",
-            "headers_ns", "end_ns", "status", "error", "finish_reason", "prompt_tokens", "completion_tokens", *SPEC_SCALARS,
+            "headers_ns", "end_ns", "status", "error", "finish_reason", "prompt_tokens", "completion_tokens",
+            *SPEC_SCALARS,
             *SPEC_HISTOGRAMS, "output_token_ids", "first_content_ns", "content_chunks", "text", "ok"]
     return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
 

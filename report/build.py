@@ -17,7 +17,7 @@ from analysis import stability
 from analysis.analyze import Analysis
 from ddbench.prompts import sources
 from ddbench.results import NOTES, write_bytes_atomic
-from report import budgets, crosscheck, figures, headroom, summary, tables, temperature, triage, verdict
+from report import budgets, crosscheck, figures, headroom, sampling_law, summary, tables, temperature, triage, verdict
 from report.tex import breakable, environment, escape
 
 
@@ -88,6 +88,7 @@ def context(a: Analysis, figs: dict[str, Path]) -> dict:
         "crosscheck": crosscheck.context(a), "notes": notes(a.run.path),
         "triage": triage.context(a), "headroom": headroom.context(a), "verdict": verdict.context(a),
         "budgets": budgets.context(a), "temperature": temperature.context(a),
+        "sampling_law": sampling_law.context(a),
         "headline": tables.speedups(a), "drift": tables.drift(a), "gpu_band": tables.gpu_band(a),
         "host_cpu": tables.host_cpu(a), "foreign_share": f"{100 * stability.FOREIGN_SHARE:g}",
         "order": tables.schedule(a), "ddtree_build": _ddtree_build(a), "clock_band": f"{100 * stability.CLOCK_BAND:g}",
