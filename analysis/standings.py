@@ -1,13 +1,19 @@
 """Who is fastest: per concurrency and CUDA graphs switch, the fastest arm and the runner-up with their paired
-ratio; and the tree budgets of one drafter block against each other.
+ratio; and the budget families, the tree budgets of one drafter block against each other.
 
 Arms are grouped by their CUDA graphs switch and sampling setting because a comparison across either is refused
 (compare.conditions holds both): where a profile has eager twins, graphs on and graphs off each get their own
 standings, and so does each temperature of a sampling sweep. The ratio of
 two arms is the speedups table's, read in either direction (a paired log ratio inverts exactly: 1/r with the
-interval [1/hi, 1/lo]), else compare.speedup computed here; a refusal is kept as the reason."""
+interval [1/hi, 1/lo]), else compare.speedup computed here; a refusal is kept as the reason.
+
+A budget family (Family) is the one grouping of tree budgets the report has: the figure, the budget section and the
+verdict's "which budget" all read families(), ranked() and budgets() from here, so they name the same fastest budget
+with the same paired ratio."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -90,36 +96,106 @@ def podium(a) -> pd.DataFrame:
         drop=True)
 
 
-def budget_groups(a) -> dict[tuple[int, bool, str], list]:
-    """Tree arms by (drafter block size, CUDA graphs, sampling setting), budgets ascending."""
-    g, t = graphs(a), sampling(a)
-    out: dict[tuple[int, bool, str], list] = {}
-    for x in a.run.profile.arms:
+# ---- budget families: tree arms that differ only in their budget ---------------------------------------------
+
+@dataclass(frozen=True)
+class Family:
+    """Tree arms that differ only in budget B (top-k K = B as the SGLang DDTree fork has it, or one fixed K) at one
+    drafter block size L, sampling setting and CUDA graphs switch; the chain (budget L-1, top-k 1) and the linear arm
+    of the same conditions are its references."""
+
+    trees: tuple            # by budget, one arm per budget
+    chain: object | None
+    linear: object | None
+    sampling: object        # ddbench.profile.Sampling
+    graphs: bool
+    topk: int | None        # None: K = B
+
+    @property
+    def block_size(self) -> int:
+        return self.trees[0].block_size
+
+    @property
+    def budgets(self) -> list[int]:
+        return [t.budget for t in self.trees]
+
+    @property
+    def k(self) -> str:
+        return "K = B" if self.topk is None else f"K = {self.topk}"
+
+    @property
+    def title(self) -> str:
+        return f"{self.sampling.text}, block {self.block_size}, {self.k}, CUDA graphs {'on' if self.graphs else 'off'}"
+
+
+def families(a) -> list[Family]:
+    """Every group of tree arms that differ only in budget, however few its budgets (budget_families() keeps those
+    that can say which budget is fastest)."""
+    p = a.run.profile
+
+    def where(x) -> tuple:
+        return p.sampling_for(x.id).label, p.cuda_graphs(x), x.block_size
+
+    groups: dict[tuple, dict[int, object]] = {}
+    for x in p.arms:
         if x.kind == "tree":
-            out.setdefault((x.block_size, g[x.id], t[x.id]), []).append(x)
-    return {k: sorted(v, key=lambda x: (x.tree_budget, x.tree_topk)) for k, v in out.items()}
+            key = (*where(x), None if x.topk == x.budget else x.topk, repr(sorted(x.env.items())),
+                   tuple(x.extra_args))
+            # the first arm of a budget: a second (an eager twin on a CPU, where graphs never run) is the same condition
+            groups.setdefault(key, {}).setdefault(x.budget, x)
+    refs: dict[tuple, object] = {}
+    for x in p.arms:
+        if x.kind in ("chain", "linear"):
+            refs.setdefault((x.kind, *where(x)), x)
+    out = []
+    for (label, graphs, block, topk, *_), by_budget in groups.items():
+        trees = tuple(by_budget[b] for b in sorted(by_budget))
+        out.append(Family(trees, refs.get(("chain", label, graphs, block)), refs.get(("linear", label, graphs, block)),
+                          p.sampling_for(trees[0].id), graphs, topk))
+    return out
+
+
+def budget_families(a) -> list[Family]:
+    """The families with at least MIN_BUDGETS tree budgets; empty when the run cannot say which budget."""
+    return [f for f in families(a) if len(f.trees) >= MIN_BUDGETS]
+
+
+def points(a, fam: Family, c: int) -> list[dict]:
+    """The family's budget axis at C, as measured: the chain (B = L-1) and each tree, with its summary row."""
+    s = a.summary
+    if s.empty:
+        return []
+    s = s[s["concurrency"] == c]
+    arms = ([(fam.chain, fam.block_size - 1)] if fam.chain is not None else []) + [(t, t.budget) for t in fam.trees]
+    out = []
+    for arm, b in arms:
+        d = s[s["arm"] == arm.id]
+        if len(d) and np.isfinite(d["throughput"].iloc[0]):
+            out.append({**d.iloc[0].to_dict(), "arm": arm, "budget": b, "chain": arm.kind == "chain"})
+    return out
+
+
+def ranked(a, fam: Family, c: int) -> list[dict]:
+    """The family's points at C, fastest first by geometric mean, each with the paired ratio of the fastest over it
+    (pair_ratio; the fastest has none over itself)."""
+    pts = sorted(points(a, fam, c), key=lambda p: -p["throughput"])
+    return [{**p, **(_none("the fastest budget") if i == 0 else pair_ratio(a, pts[0]["arm"].id, p["arm"].id, c))}
+            for i, p in enumerate(pts)]
 
 
 def budgets(a) -> pd.DataFrame:
-    """For every group of budget_groups with at least MIN_BUDGETS distinct budgets, at every C: each budget's
-    throughput and τ (geometric means over repetitions), and the paired ratio of the fastest budget over it."""
+    """ranked() as one table, for every budget family at every C: each point's throughput and τ (geometric means over
+    repetitions), whether it is the fastest, and the paired ratio of the fastest over it."""
+    cols = ["family", "block_size", "k", "cuda_graphs", "sampling", "concurrency", "arm", "chain", "budget", "topk",
+            "throughput", "tau", "best", *RATIO]
     s = a.summary
-    cols = ["block_size", "cuda_graphs", "sampling", "concurrency", "arm", "budget", "topk", "throughput", "tau",
-            "best", *RATIO]
-    rows = []
-    for (block, on, setting), arms in budget_groups(a).items():
-        if len({x.tree_budget for x in arms}) < MIN_BUDGETS or s.empty:
-            continue
-        ids = [x.id for x in arms]
-        for c, d in s[s["arm"].isin(ids)].groupby("concurrency", sort=True):
-            best = d.sort_values("throughput", ascending=False).iloc[0]["arm"]
-            by = d.set_index("arm")
-            for x in arms:
-                if x.id not in by.index:
-                    continue
-                ratio = _none("the fastest budget") if x.id == best else pair_ratio(a, best, x.id, int(c))
-                rows.append({"block_size": block, "cuda_graphs": on, "sampling": setting, "concurrency": int(c),
-                             "arm": x.id, "budget": x.tree_budget, "topk": x.tree_topk,
-                             "throughput": by.loc[x.id, "throughput"], "tau": by.loc[x.id, "tau"], "best": x.id == best,
-                             **ratio})
-    return pd.DataFrame(rows, columns=cols)
+    cs = sorted(int(c) for c in s["concurrency"].unique()) if len(s) else []
+    rows = [{"family": i, "block_size": f.block_size, "k": f.k, "cuda_graphs": f.graphs, "sampling": f.sampling.label,
+             "concurrency": c, "arm": p["arm"].id, "chain": p["chain"], "budget": p["budget"],
+             "topk": p["arm"].tree_topk, "throughput": p["throughput"], "tau": p["tau"], "best": j == 0,
+             **{k: p[k] for k in RATIO}}
+            for i, f in enumerate(budget_families(a)) for c in cs for j, p in enumerate(ranked(a, f, c))]
+    # in axis order, the chain before a tree of its budget: the order a reader lists budgets in
+    return pd.DataFrame(rows, columns=cols).sort_values(["family", "concurrency", "budget", "chain"],
+                                                        ascending=[True, True, True, False], kind="stable",
+                                                        ignore_index=True)

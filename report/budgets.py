@@ -1,20 +1,20 @@
-"""Which tree budget: per budget family (figures.budgets), τ and throughput at each budget B, the chain as budget
-L-1 and the linear arm as the reference, and at each C the fastest budget and whether it beats the runner-up.
+"""Which tree budget: per budget family (standings.budget_families), τ and throughput at each budget B, the chain as
+budget L-1 and the linear arm as the reference, and at each C the fastest budget and whether it beats the runner-up.
 
-"Beats beyond noise" is said only from a ratio of repetition pairs that the analysis made (a.speedups: a tree
-over the chain, ar or the linear arm); two trees are never paired there, so for them the text gives each one's
-interval and says that their ratio was not measured paired, instead of reading a verdict off two intervals."""
+The families, the budget axis and the ratios are analysis.standings': each ratio is standings.pair_ratio, paired by
+repetition (the speedups table's in either direction, else computed from the cells), so this section and the
+verdict's (c) name the same fastest budget with the same ratio. "Beats beyond noise" is said only from that ratio's
+interval, never read off two budgets' own intervals; a pair the analysis refused says so, with its reason."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
 from analysis.analyze import Analysis
-from report.figures import MIN_BUDGETS, Family, _same_setting, budgets, families
+from analysis.standings import MIN_BUDGETS, Family, budget_families, families, pair_ratio, points, ranked
 from report.summary import verdict_words
 from report.tables import _h, latex
 from report.tex import ci, escape, num, with_ci
@@ -22,45 +22,27 @@ from report.tex import ci, escape, num, with_ci
 STAR = Markup(r"$^\star$")    # the fastest point of a family at its C
 
 
-def points(a: Analysis, fam: Family, c: int) -> list[dict]:
-    """The budget axis at C, as measured: the chain (B = L-1) and each tree, with its summary row."""
-    s = a.summary[a.summary["concurrency"] == c] if len(a.summary) else a.summary
-    arms = ([(fam.chain, fam.block_size - 1)] if fam.chain is not None else []) + [(t, t.budget) for t in fam.trees]
-    out = []
-    for arm, b in arms:
-        d = s[s["arm"] == arm.id]
-        if len(d) and np.isfinite(d["throughput"].iloc[0]):
-            out.append({**d.iloc[0].to_dict(), "arm": arm, "budget": b, "chain": arm.kind == "chain"})
-    return out
-
-
 def _name(p: dict) -> str:
     return f"the chain (B={p['budget']}, {escape(p['arm'].id)})" if p["chain"] else \
         f"B={p['budget']} ({escape(p['arm'].id)})"
 
 
-def paired(a: Analysis, x: str, y: str, c: int) -> SimpleNamespace | None:
-    """X over Y at C from the analysis's repetition-paired ratios, inverted where only Y over X was compared; None
-    where the pair was not compared (or not under one sampling setting)."""
-    sp = a.speedups
-    if sp.empty or not _same_setting(a, x, y):
+def _compared(r: dict) -> bool:
+    return r["verdict"] != "not compared"
+
+
+def _over(a: Analysis, p: dict, ref, c: int) -> dict | None:
+    """The point's paired ratio over a reference arm at C; None without the arm or where the pair was refused."""
+    if ref is None:
         return None
-    at = sp[sp["concurrency"] == c]
-    for arm, base, flip in ((x, y, False), (y, x, True)):
-        d = at[(at["arm"] == arm) & (at["baseline"] == base)]
-        if len(d):
-            r = d.iloc[0].to_dict()
-            if flip:   # Y/X = 1 / (X/Y): the interval's ends swap, and so do faster and slower
-                r.update(speedup=1 / r["speedup"], speedup_lo=1 / r["speedup_hi"], speedup_hi=1 / r["speedup_lo"],
-                         verdict={"faster": "slower", "slower": "faster"}.get(r["verdict"], r["verdict"]))
-            return SimpleNamespace(**r)
-    return None
+    r = pair_ratio(a, p["arm"].id, ref.id, c)
+    return r if _compared(r) else None
 
 
-def _times(r: SimpleNamespace) -> str:
-    band = ci(r.speedup_lo, r.speedup_hi, 3)
-    return f"{num(r.speedup, 3)}$\\times$" + (f" (95\\% CI {band}, {r.pairs} pairs)" if band else
-                                               f" ({r.pairs} pair{'s' if r.pairs != 1 else ''}, no interval)")
+def _times(r: dict) -> str:
+    band, n = ci(r["speedup_lo"], r["speedup_hi"], 3), r["pairs"]
+    return f"{num(r['speedup'], 3)}$\\times$" + (f" (95\\% CI {band}, {n} pairs)" if band else
+                                                  f" ({n} pair{'s' if n != 1 else ''}, no interval)")
 
 
 def _tps(p: dict) -> str:
@@ -69,28 +51,28 @@ def _tps(p: dict) -> str:
 
 
 def sentence(a: Analysis, fam: Family, c: int) -> Markup | None:
-    """The fastest budget at C, its ratio over the runner-up where that was paired (and over the linear arm)."""
-    pts = sorted(points(a, fam, c), key=lambda p: -p["throughput"])
+    """The fastest budget at C, its paired ratio over the runner-up (and over the linear arm)."""
+    pts = ranked(a, fam, c)
     if not pts:
         return None
     best = pts[0]
     head = f"C={c}: the fastest budget by geometric mean is {_name(best)} at {_tps(best)}"
-    lin = paired(a, best["arm"].id, fam.linear.id, c) if fam.linear is not None else None
+    lin = _over(a, best, fam.linear, c)
     if lin is not None:
-        head += f", {_times(lin)} the throughput of the linear arm {escape(fam.linear.id)} ({escape(lin.verdict)})"
+        head += f", {_times(lin)} the throughput of the linear arm {escape(fam.linear.id)} ({escape(lin['verdict'])})"
     if len(pts) == 1:
         return Markup(head + "; no other budget of the family finished at this C.")
-    runner = pts[1]
-    r = paired(a, best["arm"].id, runner["arm"].id, c)
-    if r is None:
-        return Markup(f"{head}. The runner-up is {_name(runner)} at {_tps(runner)}; the ratio of these two was not "
-                      f"measured paired (the analysis pairs a tree with ar, the linear arm and the chain, never with "
-                      f"another tree), so this run does not say whether B={best['budget']} beats it beyond noise.")
-    beats = ("it beats the runner-up beyond noise" if r.verdict == "faster" else
-             "it does not beat the runner-up beyond noise" if r.verdict in ("within noise", "slower") else
+    runner = pts[1]     # ranked() holds the fastest over each point: here, over the runner-up
+    if not _compared(runner):
+        return Markup(f"{head}. The runner-up is {_name(runner)} at {_tps(runner)}; the two were not compared "
+                      f"({escape(runner['source'])}), so this run does not say whether B={best['budget']} beats it "
+                      f"beyond noise.")
+    v = runner["verdict"]
+    beats = ("it beats the runner-up beyond noise" if v == "faster" else
+             "it does not beat the runner-up beyond noise" if v in ("within noise", "slower") else
              "whether it beats the runner-up is not known")
-    return Markup(f"{head}. Over the runner-up, {_name(runner)} at {_tps(runner)}, it delivers {_times(r)}: "
-                  f"{verdict_words(r)}; {beats}.")
+    return Markup(f"{head}. Over the runner-up, {_name(runner)} at {_tps(runner)}, it delivers {_times(runner)} "
+                  f"paired by repetition: {verdict_words(SimpleNamespace(**runner))}; {beats}.")
 
 
 def sentences(a: Analysis, fam: Family) -> list[Markup]:
@@ -99,10 +81,10 @@ def sentences(a: Analysis, fam: Family) -> list[Markup]:
 
 
 def _over_linear(a: Analysis, fam: Family, p: dict, c: int) -> Markup:
-    r = paired(a, p["arm"].id, fam.linear.id, c) if fam.linear is not None else None
+    r = _over(a, p, fam.linear, c)
     if r is None:
         return Markup("--")
-    return Markup(f"{with_ci(r.speedup, r.speedup_lo, r.speedup_hi, 3)}, {r.pairs}")
+    return Markup(f"{with_ci(r['speedup'], r['speedup_lo'], r['speedup_hi'], 3)}, {r['pairs']}")
 
 
 def table(a: Analysis, fam: Family) -> Markup:
@@ -135,7 +117,7 @@ def table(a: Analysis, fam: Family) -> Markup:
 def cannot_answer(a: Analysis) -> Markup | None:
     """Why the run cannot say which budget: the budgets it has per family, all fewer than MIN_BUDGETS."""
     fams = families(a)
-    if not fams or budgets(a):
+    if not fams or budget_families(a):
         return None
     where = "; ".join(f"{', '.join(str(b) for b in f.budgets)} ({escape(f.title)})" for f in fams)
     return Markup(f"This run measures tree budget(s) {where}: fewer than {MIN_BUDGETS} budgets at one block size, "
@@ -146,9 +128,8 @@ def cannot_answer(a: Analysis) -> Markup | None:
 def context(a: Analysis) -> dict | None:
     """What a budget section needs: per family (>= MIN_BUDGETS budgets) its title, table and sentences, else the
     sentence saying the run cannot answer; None when the run has no tree arm."""
-    fams = families(a)
-    if not fams:
+    if not families(a):
         return None
     return {"families": [{"title": Markup(escape(f.title)), "table": table(a, f), "sentences": sentences(a, f)}
-                         for f in budgets(a)],
+                         for f in budget_families(a)],
             "note": cannot_answer(a)}

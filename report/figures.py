@@ -5,7 +5,6 @@ Every per-arm series takes its colour from colour(), so an arm looks the same in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -18,6 +17,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from analysis.analyze import Analysis  # noqa: E402
 from analysis.ingest import dense  # noqa: E402
+from analysis.standings import MIN_BUDGETS, Family, budget_families  # noqa: E402
 
 plt.rcParams.update({"pdf.fonttype": 42, "font.size": 8, "axes.grid": True, "grid.alpha": 0.3,
                      "figure.dpi": 100, "savefig.bbox": "tight", "legend.fontsize": 7})
@@ -59,61 +59,71 @@ def _speculative(a: Analysis) -> list:
     return [x for x in a.run.profile.arms if x.kind != "ar"]
 
 
+def _base_label(a: Analysis, arm: str) -> str:
+    """A legend entry: the base arm (the panel's title names the setting)."""
+    return _label(_base(a.run.profile.arm(arm)))
+
+
 def throughput(a: Analysis) -> Figure:
-    fig, ax = plt.subplots(figsize=(5.2, 3.0))
-    s = a.summary
-    for arm in _arms(a):
-        d = s[s["arm"] == arm].sort_values("concurrency")
-        if d.empty:
-            continue
-        err = _err(d["throughput"], d["throughput_t_lo"], d["throughput_t_hi"])
-        ax.errorbar(d["concurrency"], d["throughput"], yerr=err, marker="o", ms=3, capsize=2, label=_label(arm),
-                    color=colour(a, arm))
-    ax.set(xscale="log", xlabel="concurrency C", ylabel="aggregate output tok/s",
-           title="Throughput (mean over repetitions, Student-t 95% bars)")
-    _ticks(ax, s)
-    ax.legend()
+    s, groups = a.summary, panels(a, a.run.profile.arms)
+    fig, axes = _grid(len(groups), 3.3, 2.4, sharey=_one_setting(a, groups))
+    for ax, (title, arms) in zip(axes, groups, strict=True):
+        for arm in arms:
+            d = s[s["arm"] == arm].sort_values("concurrency")
+            if d.empty:
+                continue
+            err = _err(d["throughput"], d["throughput_t_lo"], d["throughput_t_hi"])
+            ax.errorbar(d["concurrency"], d["throughput"], yerr=err, marker="o", ms=3, capsize=2,
+                        label=_base_label(a, arm), color=colour(a, arm))
+        ax.set(xscale="log", xlabel="concurrency C", ylabel="aggregate output tok/s", title=title)
+        _ticks(ax, s)
+    fig.suptitle("Throughput (mean over repetitions, Student-t 95% bars)", fontsize=9)
+    _legend_below(fig)
     return fig
 
 
 def latency(a: Analysis) -> Figure:
-    fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.6), layout="constrained")
-    s = a.summary
-    for ax, (col, title) in zip(axes, (("ttft_mean", "TTFT"), ("tpot_mean", "TPOT")), strict=True):
-        for arm in _arms(a):
-            d = s[s["arm"] == arm].sort_values("concurrency")
-            if d.empty:
-                continue
-            err = _err(1e3 * d[col], 1e3 * d[f"{col}_t_lo"], 1e3 * d[f"{col}_t_hi"])
-            ax.errorbar(d["concurrency"], 1e3 * d[col], yerr=err, marker="o", ms=3, capsize=2, label=_label(arm),
-                        color=colour(a, arm))
-        ax.set(xscale="log", xlabel="concurrency C", ylabel=f"mean {title} (ms)", title=title)
-        _ticks(ax, s)
-    axes[0].legend()
+    """TTFT and TPOT against C, a row per panel (sampling setting, graphs switch)."""
+    s, groups = a.summary, panels(a, a.run.profile.arms)
+    fig, axes = plt.subplots(len(groups), 2, figsize=(6.4, 2.3 * len(groups) + 0.6), layout="constrained",
+                             squeeze=False)
+    for row, (name, arms) in zip(axes, groups, strict=True):
+        for ax, (col, title) in zip(row, (("ttft_mean", "TTFT"), ("tpot_mean", "TPOT")), strict=True):
+            for arm in arms:
+                d = s[s["arm"] == arm].sort_values("concurrency")
+                if d.empty:
+                    continue
+                err = _err(1e3 * d[col], 1e3 * d[f"{col}_t_lo"], 1e3 * d[f"{col}_t_hi"])
+                ax.errorbar(d["concurrency"], 1e3 * d[col], yerr=err, marker="o", ms=3, capsize=2,
+                            label=_base_label(a, arm), color=colour(a, arm))
+            ax.set(xscale="log", xlabel="concurrency C", ylabel=f"mean {title} (ms)",
+                   title=f"{title}, {name}" if name else title)
+            _ticks(ax, s)
+    _legend_below(fig)
     return fig
 
 
 def acceptance(a: Analysis) -> Figure:
     """Per arm: per-request τ histogram and commit-length histogram (steps)."""
-    r = a.requests
-    arms = [x.id for x in _speculative(a)]
-    fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.6), layout="constrained")
-    for arm in arms:
-        m = r[(r["arm"] == arm) & r["ok"] & ~r["warmup"].astype(bool)]
-        tau = m["tau"].dropna()
-        if len(tau):
-            axes[0].hist(tau, bins=30, histtype="step", label=_label(arm), color=colour(a, arm))
-        hist = _commit_hist(m)
-        if hist is not None and hist.sum() > 0:
-            x = np.arange(len(hist))
-            axes[1].plot(x, hist / hist.sum(), marker="o", ms=2, label=_label(arm), color=colour(a, arm))
-    axes[0].set(xlabel="per-request tau (completion tokens / verify steps)", ylabel="requests",
-                title="tau per request")
-    axes[1].set(xlabel="commit length (tokens per verify step)", ylabel="share of steps",
-                title="commit length")
-    for ax in axes:
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend()
+    r, groups = a.requests, tau_panels(a)
+    fig, axes = plt.subplots(len(groups), 2, figsize=(6.4, 2.3 * len(groups) + 0.6), layout="constrained",
+                             squeeze=False)
+    for row, (name, arms) in zip(axes, groups, strict=True):
+        for arm in arms:
+            m = r[(r["arm"] == arm) & r["ok"] & ~r["warmup"].astype(bool)]
+            tau = m["tau"].dropna()
+            if len(tau):
+                row[0].hist(tau, bins=30, histtype="step", label=_base_label(a, arm), color=colour(a, arm))
+            hist = _commit_hist(m)
+            if hist is not None and hist.sum() > 0:
+                x = np.arange(len(hist))
+                row[1].plot(x, hist / hist.sum(), marker="o", ms=2, label=_base_label(a, arm), color=colour(a, arm))
+        suffix = f", {name}" if name else ""
+        row[0].set(xlabel="per-request tau (completion tokens / verify steps)", ylabel="requests",
+                   title="tau per request" + suffix)
+        row[1].set(xlabel="commit length (tokens per verify step)", ylabel="share of steps",
+                   title="commit length" + suffix)
+    _legend_below(fig)
     return fig
 
 
@@ -128,15 +138,43 @@ def eager_twins(a: Analysis) -> bool:
     return any(len(graphs) == 2 for graphs in seen.values())
 
 
-def tau_panels(a: Analysis) -> list[tuple[str, list[str]]]:
-    """(title, arm ids) per panel: graphs on and off apart where the profile has eager twins, whose τ should
+def panels(a: Analysis, arms: list) -> list[tuple[str, list[str]]]:
+    """(title, arm ids) per panel: one per sampling setting (arms of two settings never compare, and a base arm
+    keeps its colour in both), and graphs on and off apart where the profile has eager twins, whose τ should
     match: in one panel each twin would hide the other."""
-    arms = _speculative(a)
-    if not eager_twins(a):
-        return [("", [x.id for x in arms])]
     p = a.run.profile
-    return [(f"CUDA graphs {word}", [x.id for x in arms if p.cuda_graphs(x) == on])
-            for word, on in (("on", True), ("off", False))]
+    sets = list(dict.fromkeys(p.sampling_for(x.id) for x in arms))
+    graphs = [("on", True), ("off", False)] if eager_twins(a) else [("", None)]
+    out = []
+    for setting in sets:
+        for word, on in graphs:
+            ids = [x.id for x in arms if p.sampling_for(x.id) == setting and on in (None, p.cuda_graphs(x))]
+            title = ", ".join(([setting.text] if len(sets) > 1 else []) + ([f"CUDA graphs {word}"] if word else []))
+            if ids:
+                out.append((title, ids))
+    return out or [("", [])]
+
+
+def tau_panels(a: Analysis) -> list[tuple[str, list[str]]]:
+    return panels(a, _speculative(a))
+
+
+def _one_setting(a: Analysis, groups) -> bool:
+    """Whether the panels are of one sampling setting: graphs on and off then share a scale (their τ should
+    match); τ at T=0 and T=0.7 would crush each other on one."""
+    p = a.run.profile
+    return len({p.sampling_for(x) for _, ids in groups for x in ids}) <= 1
+
+
+def _grid(n: int, width: float, height: float, **kw):
+    """n panels, at most 2 a row, constrained layout (the legend goes below them all)."""
+    cols = min(n, 2)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols + 0.6, height * rows + 0.6), layout="constrained",
+                             squeeze=False, **kw)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
 
 
 DODGE = 1.04   # x factor between neighbouring arms on the log C axis
@@ -150,26 +188,22 @@ def _dodge(i: int, n: int) -> float:
 
 def tau_concurrency(a: Analysis) -> Figure:
     """τ per speculative arm against C, across repetitions with its Student-t 95% interval."""
-    s, panels = a.summary, tau_panels(a)
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels) + 1.0, 2.8), layout="constrained",
-                             sharey=True, squeeze=False)
-    for ax, (title, arms) in zip(axes[0], panels, strict=True):
+    s, groups = a.summary, tau_panels(a)
+    fig, axes = _grid(len(groups), 3.3, 2.4, sharey=_one_setting(a, groups))
+    for ax, (title, arms) in zip(axes, groups, strict=True):
         for i, arm in enumerate(arms):
             d = s[s["arm"] == arm].dropna(subset=["tau"]).sort_values("concurrency") if len(s) else s
             if len(d):
                 ax.errorbar(d["concurrency"] * _dodge(i, len(arms)), d["tau"], marker="o", ms=3, capsize=2,
-                            yerr=_err(d["tau"], d["tau_t_lo"], d["tau_t_hi"]), label=_label(arm),
+                            yerr=_err(d["tau"], d["tau_t_lo"], d["tau_t_hi"]), label=_base_label(a, arm),
                             color=colour(a, arm))
-        ax.set(xscale="log", xlabel="concurrency C", title=title)
+        ax.set(xscale="log", xlabel="concurrency C", ylabel="tau (tokens per verify step)", title=title)
         _ticks(ax, s)
-    axes[0][0].set_ylabel("tau (tokens per verify step)")
     fig.suptitle("Acceptance across concurrency (geometric mean over repetitions, Student-t 95% bars)", fontsize=8)
-    handles = [h for ax in axes[0] for h in ax.get_legend_handles_labels()[0]]
-    if handles:
-        # below the axes: a legend inside would sit on the points of some C
-        fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), frameon=False)
+    if any(ax.get_legend_handles_labels()[0] for ax in axes):
+        _legend_below(fig)   # below the axes: a legend inside would sit on the points of some C
     else:
-        axes[0][0].text(0.5, 0.5, "no speculative arm measured", ha="center", transform=axes[0][0].transAxes)
+        axes[0].text(0.5, 0.5, "no speculative arm measured", ha="center", transform=axes[0].transAxes)
     return fig
 
 
@@ -185,7 +219,7 @@ def _commit_hist(m: pd.DataFrame) -> np.ndarray | None:
 def categories(a: Analysis) -> Figure:
     d = a.categories
     d = d[d["baseline_kind"] == "ar"] if "baseline_kind" in d else d  # the figure is each arm over ar
-    fig, ax = plt.subplots(figsize=(6.4, 2.8))
+    fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
     if d.empty:
         ax.text(0.5, 0.5, "no matched ar baseline", ha="center", transform=ax.transAxes)
         return fig
@@ -201,26 +235,30 @@ def categories(a: Analysis) -> Figure:
                label=_label(arm), color=colour(a, arm))
     ax.axhline(1, color="black", lw=0.8)
     ax.set_xticks(np.arange(len(cats)) + width * (len(arms) - 1) / 2, [_label(x) for x in cats])
-    ax.set(ylabel="speedup over ar (request output rate)", title=f"Speedup per category at C={c} (95% CI)")
-    ax.legend()
+    # not the request output rate: compare.per_category scales it by occupancy, so categories average to throughput
+    ax.set(ylabel="speedup over ar (category throughput)",
+           title=f"Speedup per category at C={c} (paired by repetition, 95% CI)")
+    _legend_below(fig)
     return fig
 
 
 def pareto(a: Analysis) -> Figure:
-    fig, ax = plt.subplots(figsize=(5.2, 3.2))
-    cells = a.cells[a.cells["status"] == "ok"]
+    cells, groups = a.cells[a.cells["status"] == "ok"], panels(a, a.run.profile.arms)
     g = cells.groupby(["arm", "concurrency"], as_index=False)[["output_rate_mean", "throughput"]].mean()
-    for arm in _arms(a):
-        d = g[g["arm"] == arm].sort_values("concurrency")
-        if d.empty:
-            continue
-        ax.plot(d["throughput"], d["output_rate_mean"], marker="o", ms=3, label=_label(arm), color=colour(a, arm))
-        for row in d.itertuples():
-            ax.annotate(f"C={row.concurrency}", (row.throughput, row.output_rate_mean), fontsize=6,
-                        xytext=(2, 2), textcoords="offset points")
-    ax.set(xlabel="aggregate output tok/s", ylabel="tok/s per user (N / E2E)",
-           title="Per-user speed vs aggregate throughput")
-    ax.legend()
+    fig, axes = _grid(len(groups), 3.3, 2.6)
+    for ax, (title, arms) in zip(axes, groups, strict=True):
+        for arm in arms:
+            d = g[g["arm"] == arm].sort_values("concurrency")
+            if d.empty:
+                continue
+            ax.plot(d["throughput"], d["output_rate_mean"], marker="o", ms=3, label=_base_label(a, arm),
+                    color=colour(a, arm))
+            for row in d.itertuples():
+                ax.annotate(f"C={row.concurrency}", (row.throughput, row.output_rate_mean), fontsize=6,
+                            xytext=(2, 2), textcoords="offset points")
+        ax.set(xlabel="aggregate output tok/s", ylabel="tok/s per user (N / E2E)", title=title)
+    fig.suptitle("Per-user speed vs aggregate throughput", fontsize=9)
+    _legend_below(fig)
     return fig
 
 
@@ -279,69 +317,7 @@ def _same_setting(a: Analysis, x: str, y: str) -> bool:
     return p.sampling_for(x).label == p.sampling_for(y).label
 
 
-# ---- budget families: tree arms that differ only in their budget ---------------------------------------------
-
-MIN_BUDGETS = 3    # fewer points than this draw no curve: two budgets cannot show where a curve turns
-
-
-@dataclass(frozen=True)
-class Family:
-    """Tree arms that differ only in budget B (top-k K = B as the SGLang DDTree fork has it, or one fixed K) at one
-    drafter block size L, sampling setting and CUDA graphs switch; the chain (budget L-1, top-k 1) and the linear arm
-    of the same conditions are its references."""
-
-    trees: tuple            # by budget, one arm per budget
-    chain: object | None
-    linear: object | None
-    sampling: object
-    graphs: bool
-    topk: int | None        # None: K = B
-
-    @property
-    def block_size(self) -> int:
-        return self.trees[0].block_size
-
-    @property
-    def budgets(self) -> list[int]:
-        return [t.budget for t in self.trees]
-
-    @property
-    def title(self) -> str:
-        k = "K = B" if self.topk is None else f"K = {self.topk}"
-        return (f"{self.sampling.text}, block {self.block_size}, {k}, "
-                f"CUDA graphs {'on' if self.graphs else 'off'}")
-
-
-def families(a: Analysis) -> list[Family]:
-    """Every group of tree arms that differ only in budget, however few its budgets (budgets() keeps the curves)."""
-    p = a.run.profile
-
-    def where(x) -> tuple:
-        return p.sampling_for(x.id).label, p.cuda_graphs(x), x.block_size
-
-    groups: dict[tuple, dict[int, object]] = {}
-    for x in p.arms:
-        if x.kind == "tree":
-            key = (*where(x), None if x.topk == x.budget else x.topk, repr(sorted(x.env.items())),
-                   tuple(x.extra_args))
-            # the first arm of a budget: a second (an eager twin on a CPU, where graphs never run) is the same condition
-            groups.setdefault(key, {}).setdefault(x.budget, x)
-    refs: dict[tuple, object] = {}
-    for x in p.arms:
-        if x.kind in ("chain", "linear"):
-            refs.setdefault((x.kind, *where(x)), x)
-    out = []
-    for (label, graphs, block, topk, *_), by_budget in groups.items():
-        trees = tuple(by_budget[b] for b in sorted(by_budget))
-        out.append(Family(trees, refs.get(("chain", label, graphs, block)), refs.get(("linear", label, graphs, block)),
-                          p.sampling_for(trees[0].id), graphs, topk))
-    return out
-
-
-def budgets(a: Analysis) -> list[Family]:
-    """The budget families with at least MIN_BUDGETS tree budgets; empty when the run cannot say which budget."""
-    return [f for f in families(a) if len(f.trees) >= MIN_BUDGETS]
-
+# ---- budget families (analysis.standings): τ and throughput against the budget ---------------------------
 
 CHAIN_DODGE = 1.08   # x factor the chain moves left by where a tree has its budget (B = L-1)
 
@@ -383,7 +359,7 @@ def _budget_panel(ax, a: Analysis, fam: Family, s: pd.DataFrame, metric: str) ->
 
 def budget_curve(a: Analysis) -> Figure:
     """τ and throughput against the tree budget B, per budget family (a row pair each), one column per C."""
-    fams = budgets(a)
+    fams = budget_families(a)
     if not fams:
         fig, ax = plt.subplots(figsize=(5.2, 1.0))
         ax.text(0.5, 0.5, f"no budget family: fewer than {MIN_BUDGETS} tree budgets at one block size",

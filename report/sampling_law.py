@@ -15,13 +15,12 @@ engine only, so a claim of lossless sampling is about that implementation of the
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 from markupsafe import Markup
 
 from analysis.analyze import Analysis
 from analysis.sampling_law import NAME, POWER
+from ddbench.profile import Sampling
 from report.tables import _h, latex
 from report.tex import escape, num
 
@@ -49,13 +48,9 @@ def _p(x) -> Markup:
 
 
 def _setting(r) -> str:
-    top_k = r["top_k"]
-    parts = [f"T={float(r['temperature']):g}"]
-    if float(r["top_p"]) < 1:
-        parts.append(f"top-p {float(r['top_p']):g}")
-    if top_k is not None and not (isinstance(top_k, float) and math.isnan(top_k)):
-        parts.append(f"top-k {int(top_k)}")
-    return ", ".join(parts)
+    # a table read back holds no top-k as None or NaN (a float column once any row has one)
+    top_k = None if pd.isna(r["top_k"]) else int(r["top_k"])
+    return Sampling(temperature=float(r["temperature"]), top_p=float(r["top_p"]), top_k=top_k).text
 
 
 def _arm(r) -> Markup:

@@ -194,9 +194,10 @@ FEW = Markup(r"$^\ddagger$")    # a category with too few requests on a side
 
 
 def categories(a: Analysis, kinds: tuple[str, ...] | None = None) -> Markup:
-    """Per category: each arm's mean request output rate over its baseline's (ar, linear, chain: kinds picks
-    which), with the request-bootstrap interval, the verdict and τ of both sides; a category with fewer than
-    stats.MIN_TAIL requests on a side is kept and marked."""
+    """Per category: each arm's throughput in that category over its baseline's (ar, linear, chain: kinds picks
+    which; compare.per_category: the category's request rate × the cell's occupancy), paired by repetition with the
+    interval over the repetition pairs, the verdict and τ of both sides; a category with fewer than stats.MIN_TAIL
+    requests on a side is kept and marked."""
     d = a.categories
     if kinds is not None and not d.empty:
         d = d[d["baseline_kind"].isin(kinds)]

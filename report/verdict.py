@@ -15,7 +15,7 @@ from markupsafe import Markup
 from analysis import compare, standings, stats
 from report import headroom, tables
 from report.summary import times
-from report.tex import escape, num, with_ci
+from report.tex import ci, escape, num, with_ci
 
 FEW = Markup(r"$^\ddagger$")    # a category with too few requests on a side, as the per-category table marks it
 
@@ -317,24 +317,40 @@ def acceptance_shift(a) -> Markup:
 
 # ---- (c) which budget? ----------------------------------------------------------------------------------------
 
+def _point(r) -> str:
+    """A point of a family's budget axis: 'budget 31', or 'the chain (B=15)'."""
+    return f"the chain (B={int(r.budget)})" if r.chain else f"budget {int(r.budget)}"
+
+
+def _versus(r) -> str:
+    """The fastest point over another, paired by repetition (standings.ranked), with what its interval supports."""
+    if r.verdict == "not compared":
+        return f"{_point(r)} {_words(r)}"
+    band = ci(r.speedup_lo, r.speedup_hi, 3)
+    return (f"{num(r.speedup, 3)}$\\times$ {_point(r)} (" + (f"95\\% CI {band} over " if band else "no interval, ")
+            + f"{r.pairs} pair{'s' if r.pairs != 1 else ''}), {_words(r)}")
+
+
 def _budget_sentence(d: pd.DataFrame, vary: tuple[str, ...]) -> str:
-    best = d[d["best"]].iloc[0]
-    where = _where(SimpleNamespace(**best.to_dict()), vary) + f", block {int(best['block_size'])}"
-    listed = ", ".join(f"{int(r.budget)} ({num(r.throughput, 1)} tok/s, $\\tau$ {num(r.tau, 2)})"
-                       for r in d.itertuples())
+    best = next(d[d["best"]].itertuples())
+    where = _where(best, vary) + f", block {int(best.block_size)}" + (f", {best.k}" if "k" in vary else "")
+    if len(d) == 1:
+        return f"At {where}, only {_point(best)} of the family finished: nothing to compare it with."
+    listed = ", ".join(f"{int(r.budget)} ({'the chain, ' if r.chain else ''}{num(r.throughput, 1)} tok/s, "
+                       f"$\\tau$ {num(r.tau, 2)})" for r in d.itertuples())
     others = d[~d["best"]]
-    vs = "; ".join(f"{num(r.speedup, 3)}$\\times$ budget {int(r.budget)} (95\\% CI {num(r.speedup_lo, 3)}--"
-                   f"{num(r.speedup_hi, 3)} over {r.pairs} pairs), {_words(r)}" for r in others.itertuples())
-    topk = "" if d["topk"].nunique() == 1 else " (top-k changes with the budget here, so each is a (B, K) pair)"
+    vs = "; ".join(_versus(r) for r in others.itertuples())
+    # the chain is top-k 1 by definition: only the trees say whether K moves with B
+    topk = "" if d[~d["chain"]]["topk"].nunique() <= 1 else \
+        " (top-k changes with the budget here, so each is a (B, K) pair)"
     if (others["verdict"] == "faster").all():
-        end = f"budget {int(best['budget'])} is the best of those measured at 95\\% confidence"
-        if best["budget"] in (d["budget"].min(), d["budget"].max()):
+        end = f"{_point(best)} is the best of those measured at 95\\% confidence"
+        if best.budget in (d["budget"].min(), d["budget"].max()):
             end += ", at the edge of the range: a better one may lie beyond it"
     else:
-        open_ = ", ".join(str(int(b)) for b in others[others["verdict"] != "faster"]["budget"])
-        end = f"the run does not single out one budget: budget {int(best['budget'])} is not resolved from {open_}"
-    return (f"At {where}, budgets {listed}{topk}: budget {int(best['budget'])} has the highest throughput, {vs}. "
-            f"So {end}.")
+        open_ = ", ".join(_point(r).removeprefix("budget ") for r in others.itertuples() if r.verdict != "faster")
+        end = f"the run does not single out one budget: {_point(best)} is not resolved from {open_}"
+    return f"At {where}, budgets {listed}{topk}: {_point(best)} has the highest throughput, {vs}. So {end}."
 
 
 def _words(r) -> str:
@@ -350,22 +366,30 @@ def _words(r) -> str:
     return f"not compared ({escape(r.source)})"
 
 
+def _have(fams: list) -> str:
+    """The budgets each family has, at its block and with whatever else tells two families apart."""
+    ks = len({f.k for f in fams}) > 1
+    graphs = len({f.graphs for f in fams}) > 1
+    settings = len({f.sampling.label for f in fams}) > 1
+    return "; ".join(f"budget{'s' if len(f.trees) > 1 else ''} {', '.join(str(b) for b in f.budgets)} at "
+                     f"block {f.block_size}" + (f", {f.k}" if ks else "")
+                     + (f", CUDA graphs {'on' if f.graphs else 'off'}" if graphs else "")
+                     + (f", sampling {escape(f.sampling.label)}" if settings else "")
+                     for f in fams)
+
+
 def which_budget(a) -> Markup:
     b = standings.budgets(a)
     if b.empty:
-        groups = standings.budget_groups(a)
-        graphs, settings = len({k[1] for k in groups}) > 1, len({k[2] for k in groups}) > 1
-        have = "; ".join(f"budget{'s' if len(arms) > 1 else ''} {', '.join(str(x.tree_budget) for x in arms)} at "
-                         f"block {block}" + (f", CUDA graphs {'on' if on else 'off'}" if graphs else "")
-                         + (f", sampling {escape(setting)}" if settings else "")
-                         for (block, on, setting), arms in groups.items())
+        fams = standings.families(a)
+        if standings.budget_families(a):
+            return Markup("The run cannot answer: no budget of its budget families finished.")
         return Markup(f"The run cannot answer: choosing a budget needs at least {standings.MIN_BUDGETS} tree budgets "
-                      f"at one drafter block size and CUDA graphs switch (two give a direction, not a best one); "
-                      f"it has "
-                      f"{have or 'no tree arm'}.")
-    vary = varies(b)
-    return Markup(" ".join(_budget_sentence(d, vary)
-                           for _, d in b.groupby(["sampling", "block_size", "cuda_graphs", "concurrency"], sort=True)))
+                      f"at one drafter block size, top-k rule, sampling setting and CUDA graphs switch (two give a "
+                      f"direction, not a best one); it has {_have(fams) or 'no tree arm'}.")
+    vary = varies(b) + (("k",) if b["k"].nunique() > 1 else ())
+    return Markup(" ".join(_budget_sentence(d, vary) for _, d in
+                           b.groupby(["sampling", "block_size", "cuda_graphs", "family", "concurrency"], sort=True)))
 
 
 # ---- (d) on which prompts does the tree win? -------------------------------------------------------------------

@@ -53,3 +53,16 @@ def test_losslessness_is_checked_at_t0_only(hot):
     assert list(chain["scope"]) == ["chain-b16@t0"]
     length = hot.checks[hot.checks["check"] == "output length within 10% of ar"]
     assert len(length) == 6 * 2 and (length["status"] == "pass").all()
+
+
+def test_figures_draw_a_panel_per_setting_with_one_legend_below(hot):
+    from report import figures
+
+    fig = figures.throughput(hot)
+    assert [ax.get_title() for ax in fig.axes] == ["T=0 (greedy)", "T=0.7, top-p 0.95"]
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["ar", "linear-b16", "chain-b16", "tree-b15-k8"]
+    # a base arm keeps its colour in both settings' panels
+    assert figures.colour(hot, "tree-b15-k8@t0") == figures.colour(hot, "tree-b15-k8@t0.7-p0.95")
+    tau = figures.tau_concurrency(hot)
+    assert len(tau.axes) == 2 and len(tau.axes[0].containers) == 3      # ar has no τ to draw

@@ -1,5 +1,6 @@
 """The standings: fastest arm and runner-up per concurrency and CUDA graphs group with their paired ratio (the
-speedups table's, its reverse inverted, else computed); and the tree budgets of one block against each other."""
+speedups table's, its reverse inverted, else computed); and the budget families: the tree budgets of one block, top-k
+rule, setting and graphs switch against each other, the chain on their axis."""
 
 from types import SimpleNamespace
 
@@ -17,8 +18,8 @@ ARMS = [{"id": "ar", "kind": "ar"}, {"id": "linear-b16", "kind": "linear", "bloc
         {"id": "tree-b63-k8", "kind": "tree", "block_size": 16, "budget": 63, "topk": 8}]
 
 
-def _summary(thr: dict[tuple[str, int], float]) -> pd.DataFrame:
-    kinds = {a["id"]: a["kind"] for a in ARMS}
+def _summary(thr: dict[tuple[str, int], float], arms=ARMS) -> pd.DataFrame:
+    kinds = {a["id"]: a["kind"] for a in arms}
     return pd.DataFrame([{"arm": arm, "kind": kinds[arm], "concurrency": c, "throughput": t, "tau": 1.0 + t / 100,
                           "reps": 4} for (arm, c), t in thr.items()])
 
@@ -96,5 +97,25 @@ def test_budgets_need_three_at_one_block_and_switch(monkeypatch):
     assert (b[~b["best"]]["verdict"] == "within noise").all()
     two = [a for a in ARMS if a["id"] != "tree-b63-k8"]
     assert standings.budgets(_analysis(s[s["arm"] != "tree-b63-k8"], [], arms=two)).empty
-    groups = standings.budget_groups(_analysis(s, [], arms=two))
-    assert [[x.tree_budget for x in g] for g in groups.values()] == [[15, 31]]
+    fams = standings.families(_analysis(s, [], arms=two))
+    assert [f.budgets for f in fams] == [[15, 31]] and standings.budget_families(_analysis(s, [], arms=two)) == []
+
+
+def test_a_family_keeps_one_top_k_rule_and_puts_the_chain_on_its_budget_axis(monkeypatch):
+    monkeypatch.setattr(compare, "speedup", lambda x, y, c: _speedup(x.arm, y.arm, c, 1.10, 1.05, 1.15))
+    arms = [*ARMS, {"id": "chain-b15", "kind": "chain", "block_size": 16},
+            {"id": "tree-b31-k31", "kind": "tree", "block_size": 16, "budget": 31, "topk": 31}]
+    s = _summary({("chain-b15", 1): 160, ("tree-b15-k8", 1): 170, ("tree-b31-k8", 1): 180, ("tree-b63-k8", 1): 175,
+                  ("tree-b31-k31", 1): 190}, arms)
+    a = _analysis(s, [], arms=arms)
+    # K = B is another tree than K = 8 at the same budget: a family of its own, of one budget
+    assert [(f.k, f.budgets) for f in standings.families(a)] == [("K = 8", [15, 31, 63]), ("K = B", [31])]
+    (k8,) = standings.budget_families(a)
+    assert (k8.chain.id, k8.linear.id) == ("chain-b15", "linear-b16")
+    r = standings.ranked(a, k8, 1)
+    assert [p["arm"].id for p in r] == ["tree-b31-k8", "tree-b63-k8", "tree-b15-k8", "chain-b15"]
+    assert [p["source"] for p in r[1:]] == ["computed", "computed", "computed"]
+    b = standings.budgets(a)          # the same points and ratios, in axis order: the chain (B = L-1) first
+    assert list(b["arm"]) == ["chain-b15", "tree-b15-k8", "tree-b31-k8", "tree-b63-k8"]
+    assert list(b["chain"]) == [True, False, False, False] and list(b["best"]) == [False, False, True, False]
+    assert list(b["speedup"].iloc[[0, 1, 3]]) == [1.10, 1.10, 1.10]

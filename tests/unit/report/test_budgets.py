@@ -1,14 +1,17 @@
-"""Budget curves from hand-made summary and ratio tables on a real measured profile: the families found (and not),
-the fastest budget per C with the runner-up beaten, within noise, or not paired, and what the figure draws."""
+"""Budget curves from hand-made summary, ratio and cell tables on a real measured profile: the families found (and
+not), the fastest budget per C with the runner-up beaten, within noise, paired from the cells where the speedups table
+lacks the pair, or refused; the verdict's (c) quoting the same ratio; and what the figure draws."""
 
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.container import ErrorbarContainer
 
+from analysis import metrics, standings, stats
 from ddbench.profile import Profile, load_profile
-from report import budgets, figures
+from report import budgets, figures, verdict
 
 SETTINGS = [{"temperature": 0}, {"temperature": 0.7, "top_p": 0.95}]
 
@@ -56,10 +59,25 @@ def _summary(p: Profile) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _cells(summary: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """Three ok cells per (arm, C), 0.5% of seeded noise about the summary's throughput (so that a pair's interval
+    has a width), with the bootstraps compare.speedup reads."""
+    rng = np.random.default_rng(0)
+    rows, boots = [], {}
+    for r in summary.itertuples():
+        for rep in (1, 2, 3):
+            thr = r.throughput * (1 + 0.005 * rng.standard_normal())
+            rows.append({"arm": r.arm, "concurrency": r.concurrency, "repetition": rep, "status": "ok",
+                         "tokens": 10 * thr, "window_s": 10.0, "throughput": thr, "tpot_mean": 1 / thr})
+            boots[(r.arm, r.concurrency, rep)] = metrics.Boot(["tokens", "busy_s"], np.array([[10 * thr, 10.0]]), 10,
+                                                              rng)
+    return pd.DataFrame(rows), boots
+
+
 def _ratio(arm, base, kind, c, r, lo, hi, pairs=3):
     verdict = "faster" if lo > 1 else "slower" if hi < 1 else "within noise"
     return {"arm": arm, "baseline": base, "baseline_kind": kind, "concurrency": c, "speedup": r, "speedup_lo": lo,
-            "speedup_hi": hi, "verdict": verdict, "pairs": pairs, "mde": 0.04, "n_to_resolve": 12}
+            "speedup_hi": hi, "verdict": verdict, "pairs": pairs, "sign_p": 0.25, "mde": 0.04, "n_to_resolve": 12}
 
 
 SPEEDUPS = [
@@ -75,17 +93,30 @@ SPEEDUPS = [
 
 def _analysis(p: Profile | None = None, speedups=SPEEDUPS):
     p = p or _profile()
-    return SimpleNamespace(run=SimpleNamespace(profile=p), summary=_summary(p),
-                           speedups=pd.DataFrame(speedups))
+    s = _summary(p)
+    cells, boots = _cells(s)
+    # what compare.conditions reads of a run: every arm here sends what its profile says
+    run = SimpleNamespace(profile=p, manifest=SimpleNamespace(weights=lambda role: None, prompt_set_digest="d"),
+                          requests=pd.DataFrame(columns=["arm", "concurrency", "warmup", "max_tokens", "temperature"]),
+                          cache={})
+    return SimpleNamespace(run=run, summary=s, speedups=pd.DataFrame(speedups), cells=cells, boots=boots)
 
 
 def _plain(tex) -> str:
-    return str(tex).replace("-{}", "-")
+    return " ".join(str(tex).replace("-{}", "-").split())
+
+
+def _paired(a, x: str, y: str, c: int) -> dict:
+    """x over y at C straight from the cells, as the analysis pairs them."""
+    def side(arm):
+        d = a.cells[(a.cells["arm"] == arm) & (a.cells["concurrency"] == c)]
+        return d.sort_values("repetition")["throughput"].to_numpy()
+    return stats.paired_log_ratio(side(x), side(y))
 
 
 def test_a_family_per_setting_with_three_budgets_and_its_references():
     a = _analysis()
-    fams = figures.budgets(a)
+    fams = standings.budget_families(a)
     assert [f.sampling.label for f in fams] == ["t0", "t0.7-p0.95"]
     for f, label in zip(fams, ("t0", "t0.7-p0.95"), strict=True):
         assert f.budgets == [15, 31, 63] and f.graphs and f.block_size == 16 and f.topk is None
@@ -93,25 +124,26 @@ def test_a_family_per_setting_with_three_budgets_and_its_references():
         assert f.chain.id == f"chain-b15@{label}" and f.linear.id == f"linear-b16@{label}"
     assert fams[1].title == "T=0.7, top-p 0.95, block 16, K = B, CUDA graphs on"
     # the graphs-off trees are a family of one budget: found, but no curve
-    off = [f for f in figures.families(a) if not f.graphs]
+    off = [f for f in standings.families(a) if not f.graphs]
     assert [f.budgets for f in off] == [[15], [15]] and off[0].chain is None
 
 
 def test_one_setting_keeps_the_arm_ids():
     a = _analysis(_profile(sampling=None), speedups=SPEEDUPS[:3])
-    (fam,) = figures.budgets(a)
+    (fam,) = standings.budget_families(a)
     assert [t.id for t in fam.trees] == ["tree-b15-k15", "tree-b31-k31", "tree-b63-k63"]
     assert fam.title.startswith("T=0 (greedy), block 16")
 
 
 def test_no_family_of_three_budgets_says_the_run_cannot_answer():
     a = _analysis(_profile(drop=("tree-b31-k31",)), speedups=[])
-    assert figures.budgets(a) == []
+    assert standings.budget_families(a) == [] and standings.budgets(a).empty
     ctx = budgets.context(a)
     assert ctx["families"] == []
     note = _plain(ctx["note"])
     assert "15, 63 (T=0 (greedy), block 16, K = B, CUDA graphs on)" in note
     assert "cannot say which budget is fastest" in note
+    assert _plain(verdict.which_budget(a)).startswith("The run cannot answer: choosing a budget needs at least 3")
     fig = figures.budget_curve(a)
     assert not any(isinstance(c, ErrorbarContainer) for ax in fig.axes for c in ax.containers)
     assert "no budget family" in fig.axes[0].texts[0].get_text()
@@ -124,41 +156,78 @@ def test_no_tree_arm_no_section():
 
 def test_the_fastest_budget_and_a_runner_up_within_noise():
     a = _analysis()
-    fam = figures.budgets(a)[0]
+    fam = standings.budget_families(a)[0]
     text = _plain(budgets.sentence(a, fam, 1))
     assert text.startswith("C=1: the fastest budget by geometric mean is B=31 (tree-b31-k31@t0) at 120.0 tok/s "
                            "(t 95\\% 116.4--123.6)")
     assert ("1.043$\\times$ (95\\% CI 1.020--1.070, 3 pairs) the throughput of the linear arm linear-b16@t0 "
             "(faster)") in text
     assert "the chain (B=15, chain-b15@t0) at 118.0 tok/s" in text
-    assert "1.017$\\times$ (95\\% CI 0.990--1.040, 3 pairs)" in text
+    assert "1.017$\\times$ (95\\% CI 0.990--1.040, 3 pairs) paired by repetition" in text
     assert "within noise" in text and "it does not beat the runner-up beyond noise" in text
     assert "9.99" not in text
 
 
-def test_the_chain_beats_a_tree_from_the_inverted_pair():
+def test_the_chain_beats_a_tree_from_the_inverted_pair_and_the_verdict_says_the_same():
     a = _analysis()
-    text = _plain(budgets.sentence(a, figures.budgets(a)[0], 4))
+    text = _plain(budgets.sentence(a, standings.budget_families(a)[0], 4))
     assert "the fastest budget by geometric mean is the chain (B=15, chain-b15@t0) at 400.0 tok/s" in text
     # only tree-b15 over the chain was compared, 0.95 [0.93, 0.97]: the chain over it is 1/0.95 [1/0.97, 1/0.93]
     assert "1.053$\\times$ (95\\% CI 1.031--1.075, 3 pairs)" in text
     assert "faster at 95\\% confidence" in text and "it beats the runner-up beyond noise" in text
+    # the verdict's (c) reads the same families and ratios: at C=4 it names the chain, with the same interval
+    c = _plain(verdict.which_budget(a))
+    assert "At C=4, sampling t0, block 16, budgets 15 (the chain, 400.0 tok/s" in c
+    assert "the chain (B=15) has the highest throughput, 1.053$\\times$ budget 15 (95\\% CI 1.031--1.075 over 3 " \
+           "pairs), faster at 95\\% confidence" in c
 
 
-def test_two_trees_are_never_said_to_differ_beyond_noise():
+def test_two_budgets_are_paired_from_the_cells_where_the_speedups_table_lacks_the_pair():
+    # without the chain, B=15 is the runner-up at C=1: the speedups table never pairs two trees
+    a = _analysis(_profile(drop=("chain-b15",)))
+    want = _paired(a, "tree-b31-k31@t0", "tree-b15-k15@t0", 1)
+    assert want["ratio_lo"] > 1                                          # the hand-made cells resolve it
+    got = standings.pair_ratio(a, "tree-b31-k31@t0", "tree-b15-k15@t0", 1)
+    assert got["source"] == "computed" and got["verdict"] == "faster"
+    assert (got["speedup"], got["speedup_lo"], got["speedup_hi"]) == pytest.approx(
+        (want["ratio"], want["ratio_lo"], want["ratio_hi"]))
+    ratio = f"{want['ratio']:.3f}$\\times$"
+    band = f"{want['ratio_lo']:.3f}--{want['ratio_hi']:.3f}"
+    text = _plain(budgets.sentence(a, standings.budget_families(a)[0], 1))
+    assert "Over the runner-up, B=15 (tree-b15-k15@t0) at 110.0 tok/s" in text
+    assert f"it delivers {ratio} (95\\% CI {band}, 3 pairs) paired by repetition: faster at 95\\% confidence; " \
+           f"it beats the runner-up beyond noise." in text
+    assert "not measured paired" not in text and "not compared" not in text
+    # and the verdict's (c) quotes the very same ratio
+    assert f"{ratio} budget 15 (95\\% CI {band} over 3 pairs), faster at 95\\% confidence" in _plain(
+        verdict.which_budget(a))
+
+
+def test_the_sampled_setting_pairs_within_its_setting_only():
     a = _analysis()
-    # under the sampled setting no ratio of that setting was given: the runner-up is not a paired comparison
-    fam = figures.budgets(a)[1]
+    fam = standings.budget_families(a)[1]
     text = _plain(budgets.sentence(a, fam, 1))
     assert "the fastest budget by geometric mean is B=31 (tree-b31-k31@t0.7-p0.95) at 96.0 tok/s" in text
-    assert "the ratio of these two was not measured paired" in text
+    # no ratio of this setting is in the table: the runner-up's comes from the cells of the same setting
+    want = _paired(a, "tree-b31-k31@t0.7-p0.95", "chain-b15@t0.7-p0.95", 1)
+    assert f"{want['ratio']:.3f}$\\times$ (95\\% CI {want['ratio_lo']:.3f}--{want['ratio_hi']:.3f}, 3 pairs)" in text
+    assert "9.99" not in text
+
+
+def test_a_refused_pair_is_named_not_read_off_two_intervals():
+    a = _analysis()
+    a.cells = a.cells[a.cells["arm"] != "chain-b15@t0.7-p0.95"]      # the runner-up has no cell that finished ok
+    text = _plain(budgets.sentence(a, standings.budget_families(a)[1], 1))
+    assert ("The runner-up is the chain (B=15, chain-b15@t0.7-p0.95) at 94.4 tok/s (t 95\\% 91.6--97.2); the two "
+            "were not compared") in text
+    assert "has no cell that finished ok" in text
     assert "does not say whether B=31 beats it beyond noise" in text
-    assert "9.99" not in text and "confidence" not in text
+    assert "beats the runner-up" not in text and "confidence" not in text
 
 
 def test_table_stars_the_fastest_and_gives_the_paired_ratio_over_linear():
     a = _analysis()
-    tex = _plain(budgets.table(a, figures.budgets(a)[0]))
+    tex = _plain(budgets.table(a, standings.budget_families(a)[0]))
     assert "tree-b31-k31@t0$^\\star$" in tex and "chain-b15@t0$^\\star$" in tex
     assert tex.count("$^\\star$") == 2                       # one per C
     assert "1.043 [1.020--1.070], 3" in tex
@@ -173,7 +242,7 @@ def test_the_figure_draws_each_budget_the_chain_and_the_linear_line_per_panel():
     a = _analysis()
     fig = figures.budget_curve(a)
     assert len(fig.subfigs) == 2 and len(fig.axes) == 2 * 2 * 2   # families x (tau, throughput) x C
-    assert [s._suptitle.get_text() for s in fig.subfigs] == [f.title for f in figures.budgets(a)]
+    assert [s._suptitle.get_text() for s in fig.subfigs] == [f.title for f in standings.budget_families(a)]
     for ax in fig.axes:
         bars = _errorbars(ax)
         assert sorted(bars) == ["chain-b15 (chain, B = L-1)", "tree-b15-k15", "tree-b31-k31", "tree-b63-k63"]

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from matplotlib.container import ErrorbarContainer
 
-from ddbench.profile import Arm
+from ddbench.profile import Arm, Sampling
 from report import figures
 from report.summary import tau_across_concurrency
 
@@ -32,7 +32,8 @@ EAGER_ROWS = [*ROWS, ("tree-b15-k8-eager", "tree", 1, 6.27, 6.00, 6.60), ("tree-
 def _profile(arms, backend="refengine", cpu=False):
     def cuda_graphs(arm):   # as ddbench.profile.Profile.cuda_graphs: never on a CPU, else the arm's or True
         return False if cpu else arm.cuda_graphs is not False
-    return SimpleNamespace(arms=arms, cuda_graphs=cuda_graphs, backend=SimpleNamespace(kind=backend))
+    return SimpleNamespace(arms=arms, cuda_graphs=cuda_graphs, backend=SimpleNamespace(kind=backend),
+                           sampling_for=lambda _: Sampling(), arm=lambda i: next(x for x in arms if x.id == i))
 
 
 def _analysis(arms=ARMS, rows=ROWS, **kw):
@@ -118,3 +119,14 @@ def test_sentence_with_one_concurrency_and_without_speculative_arms():
     one = _analysis(rows=[r for r in ROWS if r[2] == 1])
     assert str(tau_across_concurrency(one)).startswith("This run has one concurrency (C=1)")
     assert tau_across_concurrency(_analysis(rows=ROWS[:2])) is None
+
+
+def test_the_category_figure_names_the_ratio_it_draws():
+    a = _analysis()
+    a.categories = pd.DataFrame([{"arm": "tree-b15-k8", "baseline": "ar", "baseline_kind": "ar", "concurrency": 1,
+                                  "category": cat, "speedup": 1.2, "speedup_lo": 1.1, "speedup_hi": 1.3}
+                                 for cat in ("chat", "code")])
+    ax = figures.categories(a).axes[0]
+    # compare.per_category: the category's throughput (rate × occupancy), not its request output rate
+    assert ax.get_ylabel() == "speedup over ar (category throughput)"
+    assert ax.get_title() == "Speedup per category at C=1 (paired by repetition, 95% CI)"

@@ -53,3 +53,10 @@ def test_a_failing_row_is_named(tmp_path):
     assert ctx["verdict"].startswith(f"Rejected: {escape('tree-b15-k8')} at {escape('T=0.7, top-p 0.95')}")
     assert "2 impossible draws" in ctx["verdict"] and r"1.0\times10^{-5}" in ctx["verdict"]
     assert f"Untested (every draw in one bin, df 0): {escape('chain-b15')}" in ctx["verdict"]
+
+
+def test_a_setting_reads_as_the_profile_writes_it():
+    # top_k comes back from a table as None, NaN (a float column) or a float
+    assert section._setting(_row("ar", "ar")) == "T=0.7, top-p 0.95"
+    assert section._setting({"temperature": 1.0, "top_p": 1.0, "top_k": 50.0}) == "T=1, top-k 50"
+    assert section._setting({"temperature": 0.7, "top_p": 1.0, "top_k": float("nan")}) == "T=0.7"

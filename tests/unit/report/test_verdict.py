@@ -221,9 +221,14 @@ def test_which_budget_needs_three(tmp_path, monkeypatch):
     monkeypatch.setattr(compare, "speedup", lambda x, y, c: {**_ratio(1.02, 0.97, 1.08, n_to_resolve=60),
                                                              "arm": x.arm, "baseline": y.arm})
     text = _plain(verdict.which_budget(a))
+    # the chain is the family's budget L-1, as on the budget section's axis (standings.points)
+    assert "At C=1, block 16, budgets 15 (the chain, 258.0 tok/s, $\\tau$ 5.50), 15 (288.0 tok/s" in text
     assert "budget 31 has the highest throughput" in text
     assert "within noise (the minimum detectable effect at 6 pairs is 3.0\\%, and about 60 pairs" in text
-    assert "the run does not single out one budget: budget 31 is not resolved from 15, 63" in text
+    assert "the run does not single out one budget: budget 31 is not resolved from the chain (B=15), 15, 63" in text
+    # at C=4 only B=15 and the chain finished: the tree over the chain from the speedups table, 1.05 [1.02, 1.08]
+    assert "budget 15 has the highest throughput, 1.050$\\times$ the chain (B=15) (95\\% CI 1.020--1.080 over 6 " \
+           "pairs), faster at 95\\% confidence. So budget 15 is the best of those measured" in text
 
 
 def test_bug_or_drafter_without_a_diagnosis_says_what_to_run(tmp_path):
