@@ -57,7 +57,8 @@ def measured_tau(a: Analysis, budget: int, topk: int) -> dict | None:
         rows = d[d["reference_kind"] == kind].sort_values("concurrency")
         if len(rows):
             r = rows.iloc[0]
-            return {"ratio": float(r["tau_ratio"]), "over": r["reference"], "c": int(r["concurrency"])}
+            return {"ratio": float(r["tau_ratio"]), "lo": float(r["tau_ratio_lo"]), "hi": float(r["tau_ratio_hi"]),
+                    "over": r["reference"], "c": int(r["concurrency"])}
     return None
 
 

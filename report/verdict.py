@@ -183,7 +183,7 @@ def decomposition_table(a) -> Markup:
                      _cell_verdict(v)])
     cols = _h("arm", "over", "C", r"$\tau$ ratio [95\% CI]", r"$\times$ step-time ratio", r"$=$ throughput ratio",
               "pairs", "verdict")
-    return tables.latex(pd.DataFrame(rows, columns=cols), "llrrrrrp{3.2cm}")
+    return tables.latex(pd.DataFrame(rows, columns=cols), "llrrrrrp{2.8cm}")
 
 
 # ---- (a) is the tree's low commit length a bug or the drafter? ------------------------------------------------
@@ -222,22 +222,6 @@ def _commit(a) -> tuple[str, str]:
     return "pass", f"commit $=$ depth $+1$ holds ({len(c)} check{'s' if len(c) != 1 else ''})"
 
 
-def _measured_tau(a, budget: int, topk: int):
-    """The decomposition row of the run's first tree of this budget and top-k over the chain, else the linear arm,
-    at the lowest C: the measured τ ratio the diagnosis is set beside."""
-    tree = next((x for x in a.run.profile.arms if x.kind == "tree" and x.tree_budget == budget
-                 and x.tree_topk == topk), None)
-    d = a.decomposition
-    if tree is None or d.empty:
-        return None
-    d = d[d["arm"] == tree.id]
-    for kind in ("chain", "linear"):
-        rows = d[d["reference_kind"] == kind].sort_values("concurrency")
-        if len(rows):
-            return next(rows.itertuples())
-    return None
-
-
 def diagnosis(a, h: dict) -> tuple[str, bool]:
     """The diagnosis' words, and whether any tree accepts less than the drafter's distributions allow."""
     sib = h["after_sibling"]
@@ -249,16 +233,16 @@ def diagnosis(a, h: dict) -> tuple[str, bool]:
                    f"{num(100 * s['sibling_rate'], 1)}\\% of cases, against {num(100 * s['spine_rate'], 1)}\\% after "
                    f"a rank-1 match (Section~\\ref{{sec:headroom}}), so a branch starts a worse chain")
     for t in h["headroom"].itertuples():
-        m = _measured_tau(a, int(t.budget), int(t.topk))
-        if m is None or not _finite(m.tau_ratio_lo):
+        m = headroom.measured_tau(a, int(t.budget), int(t.topk))
+        if m is None or not _finite(m["lo"]):
             continue
         # a step commits the accepted drafts and the bonus token: the diagnosis' τ ratio is (1 + tree) / (1 + chain)
         allowed = (1 + t.tree_accepted) / (1 + t.chain_accepted)
-        short = short or m.tau_ratio_hi < allowed
-        rel = "below" if m.tau_ratio_hi < allowed else "above" if m.tau_ratio_lo > allowed else "within noise of"
+        short = short or m["hi"] < allowed
+        rel = "below" if m["hi"] < allowed else "above" if m["lo"] > allowed else "within noise of"
         trees.append(f"B={int(t.budget)}, K={int(t.topk)} {num(allowed, 3)}$\\times$ along the target's greedy path, "
-                     f"{times(m.tau_ratio, m.tau_ratio_lo, m.tau_ratio_hi, 3)} measured over {escape(m.reference)} "
-                     f"at C={m.concurrency}, {rel} it")
+                     f"{times(m['ratio'], m['lo'], m['hi'], 3)} measured over {escape(m['over'])} "
+                     f"at C={m['c']}, {rel} it")
     if trees:
         out.append("$\\tau$ of the tree over the chain, diagnosis against run: " + "; ".join(trees))
     return "; ".join(out), short

@@ -46,6 +46,8 @@ def _run(tmp_path, with_tables=True):
     decomposition = pd.DataFrame({"arm": ["tree-b15-k8"] * 4, "reference": ["linear-b16", "chain-b15"] * 2,
                                   "reference_kind": ["linear", "chain"] * 2, "concurrency": [1, 1, 4, 4],
                                   "tau_ratio": [6.0 / 5.5, 6.0 / 5.0, 4.4 / 4.2, 4.4 / 4.0]})
+    decomposition["tau_ratio_lo"], decomposition["tau_ratio_hi"] = 0.9 * decomposition["tau_ratio"], \
+        1.1 * decomposition["tau_ratio"]
     profile = SimpleNamespace(arms=ARMS)
     return SimpleNamespace(run=SimpleNamespace(path=tmp_path, profile=profile), decomposition=decomposition)
 
