@@ -98,7 +98,7 @@ def test_just_check_exit_codes(tmp_path):
 
 def test_check_rejects_a_flag_sglang_would_not_parse(tmp_path):
     data = yaml.safe_load((PROFILES_DIR / "qwen3-8b-1gpu.yaml").read_text())
-    data["workload"]["prompt_set"] = str(REPO_ROOT / data["workload"]["prompt_set"])
+    data["workload"]["prompt_set"] = str(REPO_ROOT / "loadtests/prompts/study5.jsonl")   # the profile's, as a path
     data["backend"]["version"] = "0.5.23"
     data["backend"].pop("ddtree")  # a stock release's flag table, not the pinned fork's
     data["runtime"]["extra_args"] = ["--cuda-graph-max-bs", "8"]  # an ambiguous prefix on 0.5.23
