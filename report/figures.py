@@ -419,15 +419,12 @@ def _temperature_x(sets: list) -> tuple[list[float], list[str]]:
 
 
 def _temperature_panels(a: Analysis) -> list[tuple[str, list[str]]]:
-    """(title, base arm ids) per row: graphs on and off apart where the profile has eager twins (tau_panels)."""
+    """(title, base arm ids) per row: panels() of one setting's arms (every arm runs under each setting), so graphs
+    on and off apart where the profile has eager twins."""
     p = a.run.profile
-    firsts: dict[str, object] = {}
-    for x in _speculative(a):
-        firsts.setdefault(_base(x), x)
-    if not eager_twins(a):
-        return [("", list(firsts))]
-    return [(f"CUDA graphs {word}", [b for b, x in firsts.items() if p.cuda_graphs(x) == on])
-            for word, on in (("on", True), ("off", False))]
+    first = p.sampling_for(p.arms[0].id)
+    arms = [x for x in _speculative(a) if p.sampling_for(x.id) == first]
+    return [(title, [_base(p.arm(i)) for i in ids]) for title, ids in panels(a, arms)]
 
 
 def tau_temperature(a: Analysis) -> Figure:
