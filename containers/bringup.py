@@ -26,9 +26,41 @@ DEFAULT_TIMEOUT_S = {"sglang": 1800.0, "refengine": 600.0}
 
 
 # SGLang derives more ports from --port and refuses to start when one passes 65535 (its gRPC port
-# is port + 10000), so servers get a free port from a range that leaves room above it, not an
-# ephemeral one (the kernel hands those out up to 60999)
-PORT_RANGE = (20000, 50000)
+# is port + 10000). A server's port must also stay out of the kernel's ephemeral range: every
+# outgoing connection on the host (the sweep's probes, Locust, telemetry) takes a port from there,
+# and one did take a cpu-tiny server's port between free_port's check and the server's bind
+# ("address already in use", a repetition's cells lost). So ports come from below that range,
+# with the derived ones below it too.
+DERIVED_SPAN = 10000
+LOWEST_PORT = 20000
+FALLBACK_RANGE = (20000, 50000)
+EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+BIND_RETRIES = 3
+_IN_USE = ("address already in use", "port is already allocated")
+
+
+def ephemeral(path: Path = EPHEMERAL) -> tuple[int, int] | None:
+    """The kernel's ephemeral port range (first, last), or None where it cannot be read."""
+    try:
+        lo, hi = (int(x) for x in path.read_text().split())
+    except (OSError, ValueError):
+        return None
+    return lo, hi
+
+
+def port_range(path: Path = EPHEMERAL) -> tuple[int, int]:
+    """[lo, hi) for servers' ports: below the ephemeral range with room for the derived ports, else above it,
+    else (no room either side, or the range unknown) FALLBACK_RANGE, where up() retries a port taken."""
+    e = ephemeral(path)
+    if e is None:
+        return FALLBACK_RANGE
+    for lo, hi in ((LOWEST_PORT, e[0] - DERIVED_SPAN), (e[1] + 1, 65536 - DERIVED_SPAN)):
+        if hi - lo >= 1000:
+            return lo, hi
+    return FALLBACK_RANGE
+
+
+PORT_RANGE = port_range()
 
 
 def free_port(lo: int = PORT_RANGE[0], hi: int = PORT_RANGE[1], tries: int = 100) -> int:
@@ -44,6 +76,12 @@ def free_port(lo: int = PORT_RANGE[0], hi: int = PORT_RANGE[1], tries: int = 100
     raise BringUpError(f"no free port in {lo}..{hi - 1} after {tries} tries")
 
 
+def port_taken(e: BaseException) -> bool:
+    """Whether a bring-up failed because its port was taken after free_port picked it."""
+    text = f"{e} {getattr(e, 'log_tail', '')}".lower()
+    return any(s in text for s in _IN_USE)
+
+
 def _with_port(command: list[str] | None, port: int) -> list[str] | None:
     return [a.replace("{port}", str(port)) for a in command] if command else None
 
@@ -53,13 +91,27 @@ def up(profile: Profile, arm_id: str, run_dir: Path, *, port: int | None = None,
     """Bring an arm up and return its server handle (.url, .exited(), .logs(), .stop()).
 
     `command` replaces the generated server command (a stand-in server); "{port}" in it becomes
-    the port the server must listen on (inside the container, for Docker)."""
+    the port the server must listen on (inside the container, for Docker). A port picked here that
+    another process takes before the server binds it is picked again, BIND_RETRIES times in all."""
+    if port is not None:
+        return _up(profile, arm_id, run_dir, port, timeout_s, command, detach)
+    for attempt in range(1, BIND_RETRIES + 1):
+        try:
+            return _up(profile, arm_id, run_dir, free_port(), timeout_s, command, detach)
+        except Exception as e:
+            if attempt == BIND_RETRIES or not port_taken(e):
+                raise
+            print(f"arm '{arm_id}': its port was taken before the server bound it; trying another "
+                  f"({attempt + 1} of {BIND_RETRIES})", file=sys.stderr)
+
+
+def _up(profile: Profile, arm_id: str, run_dir: Path, port: int, timeout_s: float | None,
+        command: list[str] | None, detach: bool):
     arm = profile.arm(arm_id)
     run_id = Path(run_dir).name
     arm_dir = Path(run_dir) / arm.id
     arm_dir.mkdir(parents=True, exist_ok=True)
     log_path = arm_dir / SERVER_LOG
-    port = port or free_port()
     timeout_s = timeout_s or DEFAULT_TIMEOUT_S[profile.backend.kind]
     started = time.time()
     status = {"arm": arm.id, "profile": profile.name, "backend": profile.backend.kind,

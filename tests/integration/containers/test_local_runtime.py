@@ -147,3 +147,35 @@ def test_up_names_a_missing_arm_and_exits_1():
                          text=True, cwd=REPO_ROOT, timeout=60)
     assert out.returncode == 1
     assert "profile 'cpu-tiny' has no arm 'no-such-arm'" in out.stderr
+
+
+def test_a_port_taken_before_the_server_binds_it_is_picked_again(tmp_path, make_profile):
+    """The first start finds its port taken (as uvicorn says it), the second serves: up() retries only that."""
+    marker = tmp_path / "tried"
+    script = textwrap.dedent(f"""
+        import pathlib, runpy, sys
+        marker = pathlib.Path({str(marker)!r})
+        if not marker.exists():
+            marker.write_text("1")
+            print("ERROR:    [Errno 98] error while attempting to bind on address: address already in use", flush=True)
+            sys.exit(3)
+        sys.argv = ["nullserver"] + sys.argv[1:]
+        runpy.run_module("loadtests.nullserver", run_name="__main__")
+    """)
+    cmd = [sys.executable, "-c", script] + stand_in_local()[3:]
+    server = bringup.up(make_profile(None), "ar", tmp_path / "run", command=cmd, timeout_s=30)
+    try:
+        assert httpx.get(server.url + "/v1/models").status_code == 200
+    finally:
+        server.stop()
+    log = (tmp_path / "run" / "ar" / "server.log").read_text()
+    assert "address already in use" in log and "null server on http://127.0.0.1:" in log  # both attempts kept
+
+
+def test_a_server_that_fails_for_another_reason_is_not_retried(tmp_path, make_profile):
+    count = tmp_path / "starts"
+    script = f"import pathlib; f = pathlib.Path({str(count)!r}); f.write_text(f.read_text() + 'x' if f.exists() " \
+             f"else 'x'); print('RuntimeError: no model here', flush=True); raise SystemExit(1)"
+    with pytest.raises(BringUpError, match="exited with code 1"):
+        bringup.up(make_profile(None), "ar", tmp_path / "run", command=[sys.executable, "-c", script], timeout_s=30)
+    assert count.read_text() == "x"
