@@ -48,7 +48,8 @@ def test_a_port_in_use_is_skipped():
 
 
 def test_a_taken_port_is_told_from_other_bring_up_failures():
-    uvicorn = "ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 44302): address already in use"
+    uvicorn = ("ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 44302): "
+               "address already in use")
     assert port_taken(BringUpError("arm 'tree' exited with code 3 before it was ready", uvicorn))
     assert port_taken(RuntimeError("Bind for 0.0.0.0:20001 failed: port is already allocated"))  # Docker's words
     assert not port_taken(BringUpError("arm 'tree' exited with code 1 before it was ready", "CUDA out of memory"))
