@@ -65,8 +65,8 @@ ui PROFILE *ARGS:
 analyze RUN_DIR *ARGS:
     @python3 -m ddbench analyze "$@"
 
-# do two analysed runs of one profile agree? per ratio: both intervals, both verdicts, run A / run B
-agreement RUN_A RUN_B:
+# do analysed runs of one profile agree? per ratio: both intervals and verdicts (two runs), the run effect over all
+agreement RUN_A RUN_B *MORE:
     @python3 -m analysis.agreement "$@"
 
 # tables -> report.pdf

@@ -1,4 +1,4 @@
-"""Whether two analysed runs of one profile agree, ratio by ratio: `python -m analysis.agreement RUN_A RUN_B`.
+"""Whether analysed runs of one profile agree, ratio by ratio: `python -m analysis.agreement RUN_A RUN_B [RUN ...]`.
 
 For each arm-vs-arm ratio both runs' speedups tables hold (arm, baseline, C): each run's point and
 95% interval, whether each interval holds the other run's point, both verdicts, and the ratio of the
@@ -7,6 +7,13 @@ the repetitions of two runs are independent). That last interval is the test of 
 when the runs do not differ beyond their own noise. "Each interval holds the other's point" is
 stricter than it looks: for two runs of equal noise that differ only by chance, it fails for a given
 ratio and direction about one time in six (P(|Z| > 1.96 / sqrt 2) = 0.17).
+
+Over two or more runs, each ratio also gets a test for a run effect (stats.between_runs: Cochran's Q
+over the runs' means of their repetition log ratios, each weighed by its own noise), the between-run
+sd that effect adds, and a pooled ratio. A ratio whose runs differ beyond their repetitions' noise
+(Q's p below 0.05 over the number of ratios tested) carries something that no single run's
+repetitions can see: a state of the host that lasts a whole run. One run's interval is then too
+narrow for what another run of the same plan will measure, by that sd.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import compare, stats
-from ddbench.results import TABLES
+from ddbench.results import MANIFEST, TABLES, read_json
 
 COLUMNS = ["arm", "baseline", "concurrency", "a", "a_lo", "a_hi", "b", "b_lo", "b_hi", "a_holds_b", "b_holds_a",
            "verdict_a", "verdict_b", "same_verdict", "a_over_b", "a_over_b_lo", "a_over_b_hi", "differ"]
@@ -62,6 +69,78 @@ def agreement(run_a: Path, run_b: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+ACROSS_COLUMNS = ["arm", "baseline", "concurrency", "ratios", "runs", "q", "q_p", "i2", "between_sd", "pooled",
+                  "pooled_lo", "pooled_hi", "run_effect"]
+FAMILY_LEVEL = 0.05
+
+
+def across(runs: list[Path]) -> pd.DataFrame:
+    """Per ratio that every run's speedups table holds: each run's point, the run-effect test, the between-run
+    sd and the pooled ratio; a run effect is flagged at FAMILY_LEVEL over the ratios tested (Bonferroni)."""
+    return across_tables([_tables(r) for r in runs])
+
+
+def across_tables(tables: list[tuple[pd.DataFrame, pd.DataFrame]]) -> pd.DataFrame:
+    """across() on (speedups, cells) tables already read, one pair per run."""
+    key = ["arm", "baseline", "concurrency"]
+    common = tables[0][0][key]
+    for s, _ in tables[1:]:
+        common = common.merge(s[key], on=key)
+    rows = []
+    for r in common.itertuples():
+        samples = [pair_ratios(c, r.arm, r.baseline, r.concurrency) for _, c in tables]
+        points = [float(np.exp(np.log(x[x > 0]).mean())) if (x > 0).any() else float("nan") for x in samples]
+        rows.append({"arm": r.arm, "baseline": r.baseline, "concurrency": int(r.concurrency),
+                     "ratios": " ".join(f"{x:.3f}" for x in points), **stats.between_runs(samples)})
+    t = pd.DataFrame(rows, columns=ACROSS_COLUMNS[:-1])
+    t["run_effect"] = t["q_p"] < FAMILY_LEVEL / max(len(t), 1)
+    return t[ACROSS_COLUMNS]
+
+
+def _same_plan(a: dict, b: dict) -> bool:
+    """Two manifests of one profile (digest) on one kind of host (CPU model, cores, GPUs)."""
+    ha, hb = a.get("host") or {}, b.get("host") or {}
+    return (a.get("profile_digest") == b.get("profile_digest") is not None
+            and all(ha.get(k) == hb.get(k) for k in ("cpu", "cores", "gpus")))
+
+
+def siblings(run: Path) -> list[Path]:
+    """The other analysed runs beside this one (results/<profile>/) of the same plan on the same kind of host."""
+    run = Path(run)
+    try:
+        me = read_json(run / MANIFEST)
+    except (OSError, ValueError):
+        return []
+    out = []
+    for other in sorted(p for p in run.parent.iterdir() if p.is_dir() and p.resolve() != run.resolve()):
+        try:
+            m = read_json(other / MANIFEST)
+        except (OSError, ValueError):
+            continue
+        if _same_plan(me, m) and all((other / TABLES / n).is_file() for n in ("speedups.csv", "cells.csv")):
+            out.append(other)
+    return out
+
+
+def between_runs(run: Path, speedups: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """This run (its tables in hand) against its siblings: across() with the runs it used named in `with_runs`;
+    empty when the run has no sibling, so that one run alone claims nothing about runs it has not seen."""
+    others = siblings(run)
+    if not others or speedups.empty:
+        return pd.DataFrame(columns=[*ACROSS_COLUMNS, "with_runs"])
+    t = across_tables([(speedups, cells), *(_tables(o) for o in others)])
+    t["with_runs"] = " ".join(o.name for o in others)
+    return t
+
+
+def across_summary(t: pd.DataFrame) -> str:
+    hit = t[t["run_effect"]]
+    names = "; ".join(f"{r.arm} / {r.baseline} at C={r.concurrency} (between-run sd {100 * r.between_sd:.1f}%)"
+                      for r in hit.itertuples())
+    return (f"{len(t)} ratios over {int(t['runs'].max()) if len(t) else 0} runs: a run effect beyond the "
+            f"repetitions' noise (Q's p < {FAMILY_LEVEL:g}/{len(t)}) for {len(hit)}" + (f": {names}" if names else ""))
+
+
 def summary(t: pd.DataFrame) -> str:
     held = int((t["a_holds_b"] & t["b_holds_a"]).sum())
     differ = int((t["differ"] == True).sum())  # noqa: E712 (True, False or None)
@@ -72,20 +151,31 @@ def summary(t: pd.DataFrame) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m analysis.agreement", description=__doc__.splitlines()[0])
-    ap.add_argument("run_a")
-    ap.add_argument("run_b")
+    ap.add_argument("runs", nargs="+", metavar="RUN")
     a = ap.parse_args(argv)
+    if len(a.runs) < 2:
+        ap.error("give two runs or more")
+    runs = [Path(r) for r in a.runs]
     try:
-        t = agreement(Path(a.run_a), Path(a.run_b))
+        t = agreement(*runs[:2]) if len(runs) == 2 else None
+        x = across(runs)
     except FileNotFoundError as e:
         print(f"agreement: {e}", file=sys.stderr)
         return 2
-    for r in t.itertuples():
-        mark = "" if r.a_holds_b and r.b_holds_a else "  <- an interval misses the other's point"
-        print(f"{r.arm:>14} / {r.baseline:<12} C={r.concurrency:<3} A {r.a:.3f} ({r.a_lo:.3f}-{r.a_hi:.3f}) "
-              f"{r.verdict_a:<12} B {r.b:.3f} ({r.b_lo:.3f}-{r.b_hi:.3f}) {r.verdict_b:<12} "
-              f"A/B {r.a_over_b:.3f} ({r.a_over_b_lo:.3f}-{r.a_over_b_hi:.3f}){mark}")
-    print(summary(t))
+    if t is not None:
+        for r in t.itertuples():
+            mark = "" if r.a_holds_b and r.b_holds_a else "  <- an interval misses the other's point"
+            print(f"{r.arm:>14} / {r.baseline:<12} C={r.concurrency:<3} A {r.a:.3f} ({r.a_lo:.3f}-{r.a_hi:.3f}) "
+                  f"{r.verdict_a:<12} B {r.b:.3f} ({r.b_lo:.3f}-{r.b_hi:.3f}) {r.verdict_b:<12} "
+                  f"A/B {r.a_over_b:.3f} ({r.a_over_b_lo:.3f}-{r.a_over_b_hi:.3f}){mark}")
+        print(summary(t))
+        print()
+    for r in x.itertuples():
+        mark = "  <- run effect" if r.run_effect else ""
+        print(f"{r.arm:>14} / {r.baseline:<12} C={r.concurrency:<3} runs {r.ratios}  Q p={r.q_p:.3g} "
+              f"between-run sd {100 * r.between_sd:.1f}%  pooled {r.pooled:.3f} ({r.pooled_lo:.3f}-{r.pooled_hi:.3f})"
+              f"{mark}")
+    print(across_summary(x))
     return 0
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from analysis import checks, compare, correctness, crosscheck, ingest, metrics, stability, stagecost, triage
+from analysis import (agreement, checks, compare, correctness, crosscheck, ingest, metrics, stability, stagecost,
+                      triage)
 from ddbench.results import TABLES, write_bytes_atomic
 
 BOOTSTRAP = 1000
@@ -35,6 +36,7 @@ class Analysis:
     gpu_band: pd.DataFrame = field(default_factory=pd.DataFrame)   # per cell: SM clock and power vs the run's band
     host_cpu: pd.DataFrame = field(default_factory=pd.DataFrame)   # per cell: other work on the host, in cores
     stage_cost: pd.DataFrame = field(default_factory=pd.DataFrame)  # SGLang DDTree's step split (a diagnostic)
+    between_runs: pd.DataFrame = field(default_factory=pd.DataFrame)  # each ratio against this plan's other runs
     boots: dict = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -82,7 +84,8 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     trust = checks.run_checks(run, req, cells, lossless, min_requests, speedups, drift, band, triage=tri, host=host)
     res = Analysis(run, req, cells, summary, speedups, decomposition, categories, lossless, note, trust,
                    drift=stability.drift_table(drift), gpu_band=band, host_cpu=host,
-                   stage_cost=stagecost.read(run.path), boots=boots, refusals=refusals + more, triage=tri)
+                   stage_cost=stagecost.read(run.path), boots=boots, refusals=refusals + more, triage=tri,
+                   between_runs=agreement.between_runs(run.path, speedups, cells))
     if other_path is not None:
         other = analyze(other_path, bootstrap, seed, min_requests, cross=False)
         res.crosscheck = crosscheck.cross_check(res, other)
@@ -131,7 +134,7 @@ def write_tables(a: Analysis) -> list[Path]:
               "cells": a.cells, "summary": a.summary,
               "speedups": a.speedups, "decomposition": a.decomposition, "categories": a.categories,
               "lossless": a.lossless, "checks": a.checks, "drift": a.drift, "gpu_band": a.gpu_band,
-              "host_cpu": a.host_cpu, "stage_cost": a.stage_cost,
+              "host_cpu": a.host_cpu, "stage_cost": a.stage_cost, "between_runs": a.between_runs,
               "server_log": a.run.log, "server_metrics": a.run.server,
               "telemetry": a.run.telemetry}
     if a.triage is not None:

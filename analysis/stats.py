@@ -162,3 +162,37 @@ def unpaired_log_ratio(x, y, level: float = LEVEL) -> dict:
     out.update(ratio_lo=float(np.exp(d - half)), ratio_hi=float(np.exp(d + half)),
                sd_x=float(lx.std(ddof=1)), sd_y=float(ly.std(ddof=1)))
     return out
+
+
+def between_runs(samples, level: float = LEVEL) -> dict:
+    """Whether k runs' log ratios differ beyond their own repetitions' noise, and by how much.
+
+    Each run i gives the mean m_i of its n_i per-repetition log ratios and that mean's variance
+    v_i = s_i² / n_i. Cochran's Q = Σ w_i (m_i - m_w)², w_i = 1 / v_i, is χ²(k - 1) when the runs
+    share one true ratio: its p-value tests for a run effect. The DerSimonian-Laird τ² estimates
+    that effect's variance (τ, as a ratio's distance from 1, is the between-run sd); I² is the share
+    of the spread it explains. The pooled ratio weighs runs by 1 / (v_i + τ²), with a
+    Hartung-Knapp interval on k - 1 degrees of freedom (its scale held at >= 1, so that it is
+    never narrower than the runs' own noise says)."""
+    runs = [np.log(_finite(s)[_finite(s) > 0]) for s in samples]
+    runs = [r for r in runs if len(r) >= 2]
+    nan = float("nan")
+    out = {"runs": len(runs), "q": nan, "q_p": nan, "i2": nan, "between_sd": nan, "pooled": nan,
+           "pooled_lo": nan, "pooled_hi": nan}
+    if len(runs) < 2:
+        return out
+    m = np.array([r.mean() for r in runs])
+    v = np.array([r.var(ddof=1) / len(r) for r in runs])
+    if (v <= 0).any():
+        return out
+    k, w = len(m), 1 / v
+    q = float((w * (m - (w * m).sum() / w.sum()) ** 2).sum())
+    tau2 = max(0.0, (q - (k - 1)) / (w.sum() - (w ** 2).sum() / w.sum()))
+    ws = 1 / (v + tau2)
+    mu = float((ws * m).sum() / ws.sum())
+    scale = max(1.0, float((ws * (m - mu) ** 2).sum() / (k - 1)))
+    half = float(sps.t.ppf(0.5 + level / 2, k - 1) * np.sqrt(scale / ws.sum()))
+    out.update(q=q, q_p=float(sps.chi2.sf(q, k - 1)), i2=max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0,
+               between_sd=float(np.exp(np.sqrt(tau2)) - 1), pooled=float(np.exp(mu)),
+               pooled_lo=float(np.exp(mu - half)), pooled_hi=float(np.exp(mu + half)))
+    return out

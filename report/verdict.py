@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from analysis import compare, standings, stats
+from analysis import agreement, compare, standings, stats
 from report import headroom, tables
 from report.summary import times
 from report.tex import ci, escape, num, with_ci
@@ -452,6 +452,34 @@ def few_note(a) -> Markup | None:
     return Markup(f"$\\ddagger$ fewer than {stats.MIN_TAIL} requests on a side: kept, too few to read.")
 
 
+# ---- between runs: what one run's repetitions cannot see ------------------------------------------------------
+
+def _ratio_name(r) -> str:
+    return f"{escape(r.arm)} / {escape(r.baseline)} at C={int(r.concurrency)}"
+
+
+def between_runs(a) -> Markup:
+    """The run against the other analysed runs of its plan beside it (analysis.agreement.between_runs)."""
+    b = getattr(a, "between_runs", None)
+    if b is None or b.empty:
+        return Markup("No other analysed run of this profile on this kind of host lies beside this one, so whether "
+                      "its ratios move from run to run is not known here. Its intervals see the noise of its "
+                      "repetitions, not a state of the host that lasts a whole run; \texttt{just agreement} tests "
+                      "runs against each other.")
+    others = str(b["with_runs"].iloc[0]).split()
+    hit = b[b["run_effect"].astype(bool)]
+    head = (f"Against {len(others)} other run{'' if len(others) == 1 else 's'} of this profile on this kind of host "
+            f"({escape(', '.join(others))}), ratio by ratio, Cochran's Q over the runs' repetition log ratios "
+            f"(p $<$ {agreement.FAMILY_LEVEL:g}/{len(b)}, Bonferroni):")
+    if hit.empty:
+        return Markup(f"{head} no ratio of {len(b)} differs between runs beyond its repetitions' noise.")
+    rows = "; ".join(f"{_ratio_name(r)} (runs {escape(r.ratios)}, between-run sd {num(100 * r.between_sd, 1)}\\%)"
+                     for r in hit.itertuples())
+    return Markup(f"{head} {len(hit)} of {len(b)} ratios differ beyond it: {rows}. Their verdicts hold for this "
+                  f"run's state of the host, not for the host: one run's interval is too narrow for what another "
+                  f"run measures, by about that sd. The other {len(b) - len(hit)} show no run effect.")
+
+
 # ---- the page ---------------------------------------------------------------------------------------------------
 
 def context(a) -> dict:
@@ -463,4 +491,5 @@ def context(a) -> dict:
             "bug_or_drafter": bug_or_drafter(a), "acceptance_shift": acceptance_shift(a),
             "which_budget": which_budget(a), "which_prompts": which_prompts(a),
             "flips": flips_table(flips) if len(flips) else None, "flips_note": flips_note(a, flips),
-            "few_note": few_note(a), "failed_checks": len(bad), "checks": len(a.checks)}
+            "few_note": few_note(a), "failed_checks": len(bad), "checks": len(a.checks),
+            "between_runs": between_runs(a)}

@@ -266,3 +266,21 @@ def test_the_page_renders_through_the_template(tmp_path):
     page = env.from_string("((( v.podium )))((* for s in v.sentences *))((( s )))((* endfor *))"
                            "((( v.decomposition )))((( v.bug_or_drafter )))((( v.which_budget )))").render(v=ctx)
     assert "tree-b15-k8" in _plain(page) and "\\begin{tabular}" in page
+
+
+def test_between_runs_says_what_one_run_cannot_know_and_names_the_ratios_that_move(tmp_path):
+    a = _analysis(tmp_path)
+    alone = _plain(verdict.between_runs(a))
+    assert "No other analysed run of this profile" in alone and "not known here" in alone
+    row = {"arm": "linear-b16", "baseline": "ar", "concurrency": 4, "ratios": "1.041 0.934", "runs": 2, "q": 30.0,
+           "q_p": 1e-7, "i2": 0.97, "between_sd": 0.052, "pooled": 0.99, "pooled_lo": 0.5, "pooled_hi": 2.0,
+           "run_effect": True, "with_runs": "20261201T173525Z-447a7c"}
+    calm = {**row, "arm": "tree-b15-k8", "baseline": "linear-b16", "ratios": "1.090 1.090", "q_p": 0.97,
+            "between_sd": 0.0, "run_effect": False}
+    a.between_runs = pd.DataFrame([row, calm])
+    both = _plain(verdict.between_runs(a))
+    assert "Against 1 other run of this profile" in both and "20261201T173525Z-447a7c" in both
+    assert "1 of 2 ratios differ beyond it: linear-b16 / ar at C=4 (runs 1.041 0.934, between-run sd 5.2\\%)" in both
+    assert "The other 1 show no run effect" in both
+    a.between_runs = pd.DataFrame([calm])
+    assert "no ratio of 1 differs between runs" in _plain(verdict.between_runs(a))
