@@ -10,8 +10,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from analysis import (agreement, checks, compare, correctness, crosscheck, ingest, metrics, stability, stagecost,
-                      triage)
+from analysis import agreement, checks, compare, correctness, crosscheck, ingest, metrics, stability, stagecost, triage
 from ddbench.results import TABLES, write_bytes_atomic
 
 BOOTSTRAP = 1000
