@@ -464,7 +464,7 @@ def between_runs(a) -> Markup:
     if b is None or b.empty:
         return Markup("No other analysed run of this profile on this kind of host lies beside this one, so whether "
                       "its ratios move from run to run is not known here. Its intervals see the noise of its "
-                      "repetitions, not a state of the host that lasts a whole run; \texttt{just agreement} tests "
+                      "repetitions, not a state of the host that lasts a whole run; \\texttt{just agreement} tests "
                       "runs against each other.")
     others = str(b["with_runs"].iloc[0]).split()
     hit = b[b["run_effect"].astype(bool)]

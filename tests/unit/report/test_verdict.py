@@ -272,6 +272,7 @@ def test_between_runs_says_what_one_run_cannot_know_and_names_the_ratios_that_mo
     a = _analysis(tmp_path)
     alone = _plain(verdict.between_runs(a))
     assert "No other analysed run of this profile" in alone and "not known here" in alone
+    assert "\\texttt{just agreement}" in alone and "\t" not in str(verdict.between_runs(a))  # a TeX macro, not a tab
     row = {"arm": "linear-b16", "baseline": "ar", "concurrency": 4, "ratios": "1.041 0.934", "runs": 2, "q": 30.0,
            "q_p": 1e-7, "i2": 0.97, "between_sd": 0.052, "pooled": 0.99, "pooled_lo": 0.5, "pooled_hi": 2.0,
            "run_effect": True, "with_runs": "20261201T173525Z-447a7c"}
