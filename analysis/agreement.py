@@ -89,7 +89,7 @@ def across_tables(tables: list[tuple[pd.DataFrame, pd.DataFrame]]) -> pd.DataFra
     rows = []
     for r in common.itertuples():
         samples = [pair_ratios(c, r.arm, r.baseline, r.concurrency) for _, c in tables]
-        points = [float(np.exp(np.log(x[x > 0]).mean())) if (x > 0).any() else float("nan") for x in samples]
+        points = [stats.log_t_interval(x)[0] for x in samples]   # each run's geometric mean
         rows.append({"arm": r.arm, "baseline": r.baseline, "concurrency": int(r.concurrency),
                      "ratios": " ".join(f"{x:.3f}" for x in points), **stats.between_runs(samples)})
     t = pd.DataFrame(rows, columns=ACROSS_COLUMNS[:-1])

@@ -174,7 +174,7 @@ def between_runs(samples, level: float = LEVEL) -> dict:
     of the spread it explains. The pooled ratio weighs runs by 1 / (v_i + τ²), with a
     Hartung-Knapp interval on k - 1 degrees of freedom (its scale held at >= 1, so that it is
     never narrower than the runs' own noise says)."""
-    runs = [np.log(_finite(s)[_finite(s) > 0]) for s in samples]
+    runs = [np.log(x[x > 0]) for x in map(_finite, samples)]
     runs = [r for r in runs if len(r) >= 2]
     nan = float("nan")
     out = {"runs": len(runs), "q": nan, "q_p": nan, "i2": nan, "between_sd": nan, "pooled": nan,

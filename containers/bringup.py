@@ -33,7 +33,7 @@ DEFAULT_TIMEOUT_S = {"sglang": 1800.0, "refengine": 600.0}
 # with the derived ones below it too.
 DERIVED_SPAN = 10000
 LOWEST_PORT = 20000
-FALLBACK_RANGE = (20000, 50000)
+FALLBACK_RANGE = (LOWEST_PORT, 50000)
 EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
 BIND_RETRIES = 3
 _IN_USE = ("address already in use", "port is already allocated")
@@ -78,7 +78,7 @@ def free_port(lo: int = PORT_RANGE[0], hi: int = PORT_RANGE[1], tries: int = 100
 
 def port_taken(e: BaseException) -> bool:
     """Whether a bring-up failed because its port was taken after free_port picked it."""
-    text = f"{e} {getattr(e, 'log_tail', '')}".lower()
+    text = str(e).lower()   # a BringUpError's text carries its log's tail, where the server says why
     return any(s in text for s in _IN_USE)
 
 

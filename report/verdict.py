@@ -460,8 +460,8 @@ def _ratio_name(r) -> str:
 
 def between_runs(a) -> Markup:
     """The run against the other analysed runs of its plan beside it (analysis.agreement.between_runs)."""
-    b = getattr(a, "between_runs", None)
-    if b is None or b.empty:
+    b = a.between_runs
+    if b.empty:
         return Markup("No other analysed run of this profile on this kind of host lies beside this one, so whether "
                       "its ratios move from run to run is not known here. Its intervals see the noise of its "
                       "repetitions, not a state of the host that lasts a whole run; \\texttt{just agreement} tests "

@@ -100,7 +100,7 @@ def _analysis(tmp_path, arms=ARMS, concurrency=(1, 4), headroom=False, lossless_
         run=SimpleNamespace(profile=_profile(arms, concurrency), path=tmp_path), summary=_summary(),
         speedups=_speedups(), decomposition=_decomposition(), categories=_categories(), cells=pd.DataFrame(),
         boots={}, lossless=lossless, lossless_note=None, checks=pd.DataFrame(checks),
-        triage=SimpleNamespace(counts=counts, note=None, threshold=0.19))
+        triage=SimpleNamespace(counts=counts, note=None, threshold=0.19), between_runs=pd.DataFrame())
 
 
 def _headroom_tables(folder):
