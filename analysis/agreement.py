@@ -1,7 +1,9 @@
 """Whether analysed runs of one profile agree, ratio by ratio: `python -m analysis.agreement RUN_A RUN_B [RUN ...]`.
 
 For each arm-vs-arm ratio both runs' speedups tables hold (arm, baseline, C): each run's point and
-95% interval, whether each interval holds the other run's point, both verdicts, and the ratio of the
+95% interval (the headline one, which takes in the between-run sd of the plan's other runs where there are
+some: compare.with_between_runs), whether each interval holds the other run's point (and whether the
+repetitions' intervals alone would), both verdicts, and the ratio of the
 two runs' ratios with a Welch t-interval over their per-repetition log ratios (stats.unpaired_log_ratio:
 the repetitions of two runs are independent). That last interval is the test of agreement: it holds 1
 when the runs do not differ beyond their own noise. "Each interval holds the other's point" is
@@ -12,8 +14,8 @@ Over two or more runs, each ratio also gets a test for a run effect (stats.betwe
 over the runs' means of their repetition log ratios, each weighed by its own noise), the between-run
 sd that effect adds, and a pooled ratio. A ratio whose runs differ beyond their repetitions' noise
 (Q's p below 0.05 over the number of ratios tested) carries something that no single run's
-repetitions can see: a state of the host that lasts a whole run. One run's interval is then too
-narrow for what another run of the same plan will measure, by that sd.
+repetitions can see: a state of the host that lasts a whole run. The repetitions' interval is then too
+narrow for what another run of the same plan will measure, by that sd; the headline interval adds it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from analysis import compare, stats
 from ddbench.results import MANIFEST, TABLES, read_json
 
 COLUMNS = ["arm", "baseline", "concurrency", "a", "a_lo", "a_hi", "b", "b_lo", "b_hi", "a_holds_b", "b_holds_a",
-           "verdict_a", "verdict_b", "same_verdict", "a_over_b", "a_over_b_lo", "a_over_b_hi", "differ"]
+           "held_within", "verdict_a", "verdict_b", "same_verdict", "a_over_b", "a_over_b_lo", "a_over_b_hi",
+           "differ"]
 
 
 def _tables(run: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -37,7 +40,10 @@ def _tables(run: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     missing = [n for n in ("speedups.csv", "cells.csv") if not (t / n).is_file()]
     if missing:
         raise FileNotFoundError(f"{t}: no {', '.join(missing)} (run `just analyze {run}` first)")
-    return pd.read_csv(t / "speedups.csv"), pd.read_csv(t / "cells.csv")
+    s = pd.read_csv(t / "speedups.csv")
+    if "within_lo" not in s:    # analysed before intervals took in other runs: the repetitions' is the headline
+        s["within_lo"], s["within_hi"] = s["speedup_lo"], s["speedup_hi"]
+    return s, pd.read_csv(t / "cells.csv")
 
 
 def pair_ratios(cells: pd.DataFrame, arm: str, baseline: str, c: int) -> np.ndarray:
@@ -61,6 +67,8 @@ def agreement(run_a: Path, run_b: Path) -> pd.DataFrame:
             "b": r.speedup_b, "b_lo": r.speedup_lo_b, "b_hi": r.speedup_hi_b,
             "a_holds_b": bool(r.speedup_lo_a <= r.speedup_b <= r.speedup_hi_a),
             "b_holds_a": bool(r.speedup_lo_b <= r.speedup_a <= r.speedup_hi_b),
+            "held_within": bool(r.within_lo_a <= r.speedup_b <= r.within_hi_a
+                                and r.within_lo_b <= r.speedup_a <= r.within_hi_b),
             "verdict_a": r.verdict_a, "verdict_b": r.verdict_b, "same_verdict": r.verdict_a == r.verdict_b,
             "a_over_b": w["ratio"], "a_over_b_lo": w["ratio_lo"], "a_over_b_hi": w["ratio_hi"],
             "differ": {"within noise": False, "no interval": None}.get(
@@ -144,7 +152,9 @@ def across_summary(t: pd.DataFrame) -> str:
 def summary(t: pd.DataFrame) -> str:
     held = int((t["a_holds_b"] & t["b_holds_a"]).sum())
     differ = int((t["differ"] == True).sum())  # noqa: E712 (True, False or None)
-    return (f"{len(t)} ratios: both intervals hold the other run's point for {held}; the same verdict for "
+    within = int(t["held_within"].sum())
+    return (f"{len(t)} ratios: both intervals hold the other run's point for {held} ({within} with the repetitions' "
+            f"intervals alone); the same verdict for "
             f"{int(t['same_verdict'].sum())}; the runs differ beyond their noise (run A / run B interval "
             f"excludes 1) for {differ}")
 

@@ -72,6 +72,8 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     cells = steps_from_server(run, cells)
     summary = with_server_tau(run, metrics.across_repetitions(cells), cells)
     speedups, refusals = compare.speedups(run, cells, boots)
+    between = agreement.between_runs(run.path, speedups, cells)
+    speedups = compare.with_between_runs(speedups, between)
     drift = stability.drift(cells)
     speedups = stability.with_drift(speedups, drift)
     band = stability.gpu_band(run.telemetry, cells, speedups)
@@ -84,7 +86,7 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     res = Analysis(run, req, cells, summary, speedups, decomposition, categories, lossless, note, trust,
                    drift=stability.drift_table(drift), gpu_band=band, host_cpu=host,
                    stage_cost=stagecost.read(run.path), boots=boots, refusals=refusals + more, triage=tri,
-                   between_runs=agreement.between_runs(run.path, speedups, cells))
+                   between_runs=between)
     if other_path is not None:
         other = analyze(other_path, bootstrap, seed, min_requests, cross=False)
         res.crosscheck = crosscheck.cross_check(res, other)

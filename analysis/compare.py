@@ -142,6 +142,33 @@ def speedup(x: Side, y: Side, c: int, vary: tuple[str, ...] = ()) -> dict:
     return out
 
 
+def with_between_runs(speedups: pd.DataFrame, between: pd.DataFrame) -> pd.DataFrame:
+    """The headline interval of each ratio that other runs of the plan have measured: its repetitions' interval
+    widened by the between-run sd those runs show (stats.with_between_sd; the DerSimonian-Laird estimate over
+    this run and them, 0 where they agree within noise), and its verdict read from that. A state of the host that
+    lasts a whole run moves every repetition of it alike, so only other runs see it; the repetitions' own
+    interval is kept as within_lo, within_hi and within_verdict, and between_n counts the runs behind between_sd
+    (1: this run alone, and the two intervals are one)."""
+    s = speedups.copy()
+    if s.empty:
+        return s
+    s["within_lo"], s["within_hi"], s["within_verdict"] = s["speedup_lo"], s["speedup_hi"], s["verdict"]
+    s["between_sd"], s["between_n"] = np.nan, 1
+    if between.empty:
+        return s
+    key = ["arm", "baseline", "concurrency"]
+    b = between.set_index(key)
+    for i, r in s.iterrows():
+        k = (r["arm"], r["baseline"], r["concurrency"])
+        if k not in b.index or not np.isfinite(b.at[k, "between_sd"]):
+            continue
+        sd = float(b.at[k, "between_sd"])
+        lo, hi = stats.with_between_sd(r["speedup"], r["within_lo"], r["within_hi"], sd)
+        s.loc[i, ["speedup_lo", "speedup_hi", "verdict", "between_sd", "between_n"]] = [
+            lo, hi, verdict(lo, hi), sd, int(b.at[k, "runs"])]
+    return s
+
+
 # what each kind of arm is compared against
 BASELINES = {"linear": ("ar",), "chain": ("ar", "linear"), "tree": ("ar", "linear", "chain")}
 

@@ -144,6 +144,16 @@ def paired_log_ratio(x, y, level: float = LEVEL) -> dict:
     return out
 
 
+def with_between_sd(ratio: float, lo: float, hi: float, between_sd: float, level: float = LEVEL) -> tuple[float, float]:
+    """A ratio's interval over repetitions widened by a between-run sd (as a ratio's distance from 1): on the
+    log scale, half-widths add in quadrature, the repetitions' t half-width and z × log(1 + sd). A run is one
+    draw of the host's state, so the ratio it measures is off the host's by that sd beside its own noise."""
+    if not all(np.isfinite(v) and v > 0 for v in (ratio, lo, hi)) or not np.isfinite(between_sd) or between_sd <= 0:
+        return lo, hi
+    half = float(np.hypot(np.log(hi / ratio), sps.norm.ppf(0.5 + level / 2) * np.log1p(between_sd)))
+    return float(ratio * np.exp(-half)), float(ratio * np.exp(half))
+
+
 def unpaired_log_ratio(x, y, level: float = LEVEL) -> dict:
     """X/Y from two independent sets of repetitions (different runs: no pair is adjacent in time):
     ratio of geometric means with a Welch t-interval on the log scale."""

@@ -98,6 +98,10 @@ def _pct(x, digits: int = 1) -> Markup:
 
 def _verdict(r: dict) -> Markup:
     v = r.get("verdict")
+    if v == "within noise" and r.get("between_sd", 0) > 0:
+        # more pairs would not resolve it: the runs' spread does not shrink with them
+        own = r.get("within_verdict")
+        return Markup("within noise of runs" + (f" ({escape(own)} in this one)" if own not in (None, v) else ""))
     if v == "within noise":
         n = r.get("n_to_resolve")
         more = (f"; $\\approx${int(n)} pairs would resolve it" if not missing(n) and n > r["pairs"] else
@@ -117,14 +121,23 @@ def speedups(a: Analysis, c: int | None = None, kinds: tuple[str, ...] | None = 
     if kinds is not None:
         s = s[s["baseline_kind"].isin(kinds)]
     rows = [[escape(r["arm"]), escape(r["baseline"]), str(r["concurrency"]),
-             with_ci(r["speedup"], r["speedup_lo"], r["speedup_hi"], 3), str(r["pairs"]),
+             with_ci(r["speedup"], r["speedup_lo"], r["speedup_hi"], 3), _between(r), str(r["pairs"]),
              num(r["sign_p"], 3), f"{_pct(r['sd_arm'])} / {_pct(r['sd_baseline'])}", _pct(r["mde"]),
-             _pct(r.get("drift_bias"), 2), _verdict(r), with_ci(r["pooled_speedup"], r["boot_lo"], r["boot_hi"], 3)]
+             _pct(r.get("drift_bias"), 2), _verdict(r), with_ci(r["pooled_speedup"], r["boot_lo"], r["boot_hi"], 2)]
             for r in s.to_dict("records")]
-    df = pd.DataFrame(rows, columns=_h("arm", "over", "C", r"ratio [95\% CI, pairs]", "pairs", "sign $p$",
-                                       r"noise sd \%", r"MDE \%", r"drift \%", "verdict",
+    df = pd.DataFrame(rows, columns=_h("arm", "over", "C", r"ratio [95\% CI]", r"pairs alone (runs' sd \%)",
+                                       "pairs", "sign $p$", r"noise sd \%", r"MDE \%", r"drift \%", "verdict",
                                        r"pooled [req.\ boot.]"))
-    return latex(df, "llrrrrrrrp{2.6cm}r")
+    return latex(df, "llrrrrrrrrp{1.9cm}r")
+
+
+def _between(r: dict) -> Markup:
+    """The repetitions' own interval and the between-run sd that widened it into the headline one (compare.
+    with_between_runs), where other runs of the plan widened it; '--' where the two intervals are one."""
+    sd = r.get("between_sd")
+    if missing(sd) or sd <= 0:
+        return Markup("--")
+    return Markup(f"{num(r['within_lo'], 3)}--{num(r['within_hi'], 3)} ({num(100 * sd, 1)})")
 
 
 def decomposition(a: Analysis) -> Markup:

@@ -471,13 +471,18 @@ def between_runs(a) -> Markup:
     head = (f"Against {len(others)} other run{'' if len(others) == 1 else 's'} of this profile on this kind of host "
             f"({escape(', '.join(others))}), ratio by ratio, Cochran's Q over the runs' repetition log ratios "
             f"(p $<$ {agreement.FAMILY_LEVEL:g}/{len(b)}, Bonferroni):")
+    widened = int((a.speedups.get("between_sd", pd.Series(dtype=float)) > 0).sum()) if len(a.speedups) else 0
+    how = (f"Each ratio's headline interval takes in the between-run sd these runs show (DerSimonian--Laird, 0 where "
+           f"they agree within noise), beside its repetitions' spread, in quadrature on the log scale: "
+           f"widened for {widened} of {len(b)}, so that their verdicts speak for the host, not only for the state it "
+           f"was in during this run. The ratio table keeps the repetitions' intervals alone.")
     if hit.empty:
-        return Markup(f"{head} no ratio of {len(b)} differs between runs beyond its repetitions' noise.")
+        return Markup(f"{head} no ratio of {len(b)} differs between runs beyond its repetitions' noise. {how}")
     rows = "; ".join(f"{_ratio_name(r)} (runs {escape(r.ratios)}, between-run sd {num(100 * r.between_sd, 1)}\\%)"
                      for r in hit.itertuples())
-    return Markup(f"{head} {len(hit)} of {len(b)} ratios differ beyond it: {rows}. Their verdicts hold for this "
-                  f"run's state of the host, not for the host: one run's interval is too narrow for what another "
-                  f"run measures, by about that sd. The other {len(b) - len(hit)} show no run effect.")
+    return Markup(f"{head} {len(hit)} of {len(b)} ratios differ beyond it: {rows}. A state of the host that lasts "
+                  f"a whole run moves them, which no run's repetitions can see. The other {len(b) - len(hit)} show "
+                  f"no run effect. {how}")
 
 
 # ---- the page ---------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from analysis import stats
 
@@ -135,3 +136,20 @@ def test_mde_and_n_to_resolve():
     assert stats.mde(0.03, n) <= 0.02 < stats.mde(0.03, n - 1)
     assert stats.n_to_resolve(0.0, 0.03) is None
     assert stats.n_to_resolve(1e-6, 0.5) is None            # past MAX_N
+
+
+def test_a_between_run_sd_widens_an_interval_in_quadrature_on_the_log_scale():
+    lo, hi = stats.with_between_sd(1.5, 1.4, 1.5 ** 2 / 1.4, 0.05)
+    half = np.hypot(np.log(1.5 / 1.4), sps.norm.ppf(0.975) * np.log(1.05))
+    assert (lo, hi) == pytest.approx((1.5 * np.exp(-half), 1.5 * np.exp(half)))
+    assert np.log(hi / 1.5) == pytest.approx(np.log(1.5 / lo))       # still symmetric about the ratio
+    # none to add, or nothing known: the repetitions' interval as it was
+    for sd in (0.0, float("nan")):
+        assert stats.with_between_sd(1.5, 1.4, 1.6, sd) == (1.4, 1.6)
+    assert all(math.isnan(x) for x in stats.with_between_sd(1.5, float("nan"), float("nan"), 0.05))
+
+
+@pytest.mark.parametrize("sd", [0.01, 0.3, 2.0])
+def test_a_widened_interval_stays_on_the_positive_axis(sd):
+    lo, hi = stats.with_between_sd(0.9, 0.5, 1.62, sd)
+    assert 0 < lo < 0.5 and hi > 1.62

@@ -64,3 +64,10 @@ def test_align_must_match_the_columns_and_an_empty_frame_says_none():
     with pytest.raises(TableRowSizeError):
         tables.latex(df, "lrr")
     assert tables.latex(df.iloc[:0]) == r"\emph{(none)}"
+
+
+def test_the_ratio_table_shows_the_repetitions_interval_beside_a_widened_one():
+    row = {"within_lo": 1.364, "within_hi": 1.56, "between_sd": 0.054, "between_n": 4}
+    assert str(tables._between(row)) == "1.364--1.560 (5.4)"
+    for alone in ({**row, "between_sd": float("nan"), "between_n": 1}, {**row, "between_sd": 0.0}, {}):
+        assert str(tables._between(alone)) == "--"
