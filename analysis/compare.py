@@ -157,15 +157,14 @@ def with_between_runs(speedups: pd.DataFrame, between: pd.DataFrame) -> pd.DataF
     if between.empty:
         return s
     key = ["arm", "baseline", "concurrency"]
-    b = between.set_index(key)
-    for i, r in s.iterrows():
-        k = (r["arm"], r["baseline"], r["concurrency"])
-        if k not in b.index or not np.isfinite(b.at[k, "between_sd"]):
-            continue
-        sd = float(b.at[k, "between_sd"])
-        lo, hi = stats.with_between_sd(r["speedup"], r["within_lo"], r["within_hi"], sd)
-        s.loc[i, ["speedup_lo", "speedup_hi", "verdict", "between_sd", "between_n"]] = [
-            lo, hi, verdict(lo, hi), sd, int(b.at[k, "runs"])]
+    b = s[key].merge(between[[*key, "between_sd", "runs"]], on=key, how="left")
+    seen = np.isfinite(b["between_sd"].astype(float)).to_numpy()
+    s.loc[seen, "between_sd"] = b.loc[seen, "between_sd"].to_numpy(dtype=float)
+    s.loc[seen, "between_n"] = b.loc[seen, "runs"].to_numpy(dtype=int)
+    for i in s.index[seen]:
+        lo, hi = stats.with_between_sd(s.at[i, "speedup"], s.at[i, "within_lo"], s.at[i, "within_hi"],
+                                       s.at[i, "between_sd"])
+        s.loc[i, ["speedup_lo", "speedup_hi", "verdict"]] = [lo, hi, verdict(lo, hi)]
     return s
 
 

@@ -471,7 +471,7 @@ def between_runs(a) -> Markup:
     head = (f"Against {len(others)} other run{'' if len(others) == 1 else 's'} of this profile on this kind of host "
             f"({escape(', '.join(others))}), ratio by ratio, Cochran's Q over the runs' repetition log ratios "
             f"(p $<$ {agreement.FAMILY_LEVEL:g}/{len(b)}, Bonferroni):")
-    widened = int((a.speedups.get("between_sd", pd.Series(dtype=float)) > 0).sum()) if len(a.speedups) else 0
+    widened = int((b["between_sd"] > 0).sum())    # where compare.with_between_runs widened the headline interval
     how = (f"Each ratio's headline interval takes in the between-run sd these runs show (DerSimonian--Laird, 0 where "
            f"they agree within noise), beside its repetitions' spread, in quadrature on the log scale: "
            f"widened for {widened} of {len(b)}, so that their verdicts speak for the host, not only for the state it "

@@ -279,7 +279,6 @@ def test_between_runs_says_what_one_run_cannot_know_and_names_the_ratios_that_mo
     calm = {**row, "arm": "tree-b15-k8", "baseline": "linear-b16", "ratios": "1.090 1.090", "q_p": 0.97,
             "between_sd": 0.0, "run_effect": False}
     a.between_runs = pd.DataFrame([row, calm])
-    a.speedups = pd.DataFrame({"between_sd": [0.052, 0.0]})   # compare.with_between_runs' column
     both = _plain(verdict.between_runs(a))
     assert "Against 1 other run of this profile" in both and "20261201T173525Z-447a7c" in both
     assert "1 of 2 ratios differ beyond it: linear-b16 / ar at C=4 (runs 1.041 0.934, between-run sd 5.2\\%)" in both
