@@ -56,6 +56,23 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_id(cpuinfo: str | Path = "/proc/cpuinfo") -> str | None:
+    """Vendor, family/model/stepping: KVM guests on two AMD generations both name themselves "AMD EPYC",
+    and ran the reference engine 2.5x apart, so the model name alone does not tell hosts apart."""
+    f = {}
+    try:
+        for line in open(cpuinfo):
+            k, _, v = line.partition(":")
+            if not k.strip():
+                break  # the first processor's block is enough
+            f.setdefault(k.strip(), v.strip())
+    except OSError:
+        return None
+    if "cpu family" not in f:
+        return None
+    return f"{f.get('vendor_id', '?')} {f['cpu family']}/{f.get('model', '?')}/{f.get('stepping', '?')}"
+
+
 def _memory_bytes() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -101,7 +118,7 @@ def gpus() -> dict:
 
 def host_info() -> dict:
     g = gpus()
-    return {"hostname": platform.node(), "cpu": _cpu_model(), "cores": os.cpu_count(),
+    return {"hostname": platform.node(), "cpu": _cpu_model(), "cpu_id": cpu_id(), "cores": os.cpu_count(),
             "memory_bytes": _memory_bytes(), "os": _os_name(), "kernel": platform.release(),
             "python": platform.python_version(), "gpus": g["devices"], "driver": g["driver"],
             "gpu_source": g["source"]}

@@ -1,6 +1,8 @@
 """analysis.agreement: two runs' ratios side by side, each interval against the other's point, and the
 run A / run B ratio from the two runs' repetition pairs."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -132,9 +134,9 @@ def test_one_run_is_refused(tmp_path, capsys):
     assert "give two runs or more" in capsys.readouterr().err
 
 
-def _manifest(run, digest="d1", cpu="Xeon", cores=2):
-    (run / "manifest.json").write_text(
-        f'{{"profile_digest": "{digest}", "host": {{"cpu": "{cpu}", "cores": {cores}, "gpus": []}}}}')
+def _manifest(run, digest="d1", cpu="Xeon", cores=2, cpu_id=None):
+    host = {"cpu": cpu, "cores": cores, "gpus": [], **({"cpu_id": cpu_id} if cpu_id else {})}
+    (run / "manifest.json").write_text(json.dumps({"profile_digest": digest, "host": host}))
     return run
 
 
@@ -143,6 +145,7 @@ def test_siblings_are_analysed_runs_of_the_same_plan_on_the_same_kind_of_host(tm
     same = _manifest(_run(tmp_path, "r2", [1.3, 1.31]))
     _manifest(_run(tmp_path, "r3", [1.3, 1.31]), digest="d2")           # another plan
     _manifest(_run(tmp_path, "r4", [1.3, 1.31]), cores=16)              # another host
+    _manifest(_run(tmp_path, "r6", [1.3, 1.31]), cpu_id="AuthenticAMD 26/2/1")  # one model name, another chip
     (tmp_path / "r5").mkdir()
     _manifest(tmp_path / "r5")                                          # not analysed
     assert siblings(me) == [same]
