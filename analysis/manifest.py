@@ -21,6 +21,7 @@ class Git(BaseModel):
 class Host(BaseModel):
     model_config = ConfigDict(extra="allow")
     cpu: str | None = None
+    cpu_id: str | None = None   # vendor family/model/stepping (ddbench.manifest.cpu_id)
     cores: int | None = None
     memory_bytes: int | None = None
     os: str | None = None

@@ -61,11 +61,12 @@ def cpu_id(cpuinfo: str | Path = "/proc/cpuinfo") -> str | None:
     and ran the reference engine 2.5x apart, so the model name alone does not tell hosts apart."""
     f = {}
     try:
-        for line in open(cpuinfo):
-            k, _, v = line.partition(":")
-            if not k.strip():
-                break  # the first processor's block is enough
-            f.setdefault(k.strip(), v.strip())
+        with open(cpuinfo) as lines:
+            for line in lines:
+                k, _, v = line.partition(":")
+                if not k.strip():
+                    break  # the first processor's block is enough
+                f.setdefault(k.strip(), v.strip())
     except OSError:
         return None
     if "cpu family" not in f:

@@ -36,6 +36,12 @@ def _prompt_set(prompt_set: str | list[str], m) -> str:
     return ", ".join(f"{s} {versions[s]}" if s in versions else s for s in sources(prompt_set))
 
 
+def cpu_line(host) -> str:
+    """The CPU's name, its family/model id where recorded (one name can cover two chip generations), cores."""
+    name = host.cpu or "not recorded"
+    return name + (f" ({host.cpu_id})" if host.cpu_id else "") + f", {host.cores or 'not recorded'} cores"
+
+
 def context(a: Analysis, figs: dict[str, Path]) -> dict:
     m, p = a.run.manifest, a.run.profile
     host = m.host
@@ -45,7 +51,7 @@ def context(a: Analysis, figs: dict[str, Path]) -> dict:
              ("target model", _model(p.models.target, m.weights("target"))),
              ("drafter", _model(rec(p.models.drafter), m.weights("drafter"))),
              ("placement", f"{p.placement.device}, tensor parallel {p.placement.tp_size}"),
-             ("CPU", f"{rec(host.cpu)}, {rec(host.cores)} cores"),
+             ("CPU", cpu_line(host)),
              ("memory", f"{host.memory_bytes / 2**30:.0f} GiB" if host.memory_bytes else "not recorded"),
              ("GPUs", gpus), ("driver", rec(host.driver)), ("OS", rec(host.os)),
              ("git", breakable(f"{rec(m.git.sha)}" + (" (dirty tree)" if m.git.dirty else ""))),
