@@ -99,8 +99,8 @@ def test_the_single_string_form_is_unchanged():
     tiny = load_profile("cpu-tiny")
     assert tiny.workload.prompt_set == "loadtests/prompts/chat.jsonl"
     assert tiny.model_dump()["workload"]["prompt_set"] == "loadtests/prompts/chat.jsonl"
-    # the digest cpu-tiny's newest committed runs record (results/cpu-tiny/*/manifest.json)
-    assert tiny.digest() == "501c13695f3166a97d05d7475a7dfe197218dc4a71c1515489b6676590e4ff24"
+    # the digests cpu-tiny's committed runs record (results/cpu-tiny/*/manifest.json)
+    assert tiny.digest() == "f37d3007323beacc6a082226b24c0ec46dc98ac6227299ca19881a3b16502c92"
     assert prompt_set_digest(tiny.workload.prompt_set) == \
         "d98a65aed5c5d3e1e07856197a26f8207060565f1b5678e2c37bdd3f0c024da5"
     assert load_prompt_set(tiny.workload.prompt_set) == load_prompts(repo_path(tiny.workload.prompt_set))
