@@ -46,32 +46,31 @@ def git_state() -> dict:
     return {"sha": sha, "dirty": None if status is None else bool(status)}
 
 
-def _cpu_model() -> str:
+def _cpuinfo(path: str | Path = "/proc/cpuinfo") -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo ({} where there is none): the host's cores are alike."""
+    f: dict[str, str] = {}
     try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def cpu_id(cpuinfo: str | Path = "/proc/cpuinfo") -> str | None:
-    """Vendor, family/model/stepping: KVM guests on two AMD generations both name themselves "AMD EPYC",
-    and ran the reference engine 2.5x apart, so the model name alone does not tell hosts apart."""
-    f = {}
-    try:
-        with open(cpuinfo) as lines:
+        with open(path) as lines:
             for line in lines:
                 k, _, v = line.partition(":")
                 if not k.strip():
-                    break  # the first processor's block is enough
+                    break
                 f.setdefault(k.strip(), v.strip())
     except OSError:
+        pass
+    return f
+
+
+def _cpu_model(info: dict[str, str]) -> str:
+    return info.get("model name") or platform.processor() or platform.machine()
+
+
+def cpu_id(info: dict[str, str]) -> str | None:
+    """Vendor, family/model/stepping: KVM guests on two AMD generations both name themselves "AMD EPYC",
+    and ran the reference engine 2.5x apart, so the model name alone does not tell hosts apart."""
+    if "cpu family" not in info:
         return None
-    if "cpu family" not in f:
-        return None
-    return f"{f.get('vendor_id', '?')} {f['cpu family']}/{f.get('model', '?')}/{f.get('stepping', '?')}"
+    return f"{info.get('vendor_id', '?')} {info['cpu family']}/{info.get('model', '?')}/{info.get('stepping', '?')}"
 
 
 def _memory_bytes() -> int | None:
@@ -118,8 +117,8 @@ def gpus() -> dict:
 
 
 def host_info() -> dict:
-    g = gpus()
-    return {"hostname": platform.node(), "cpu": _cpu_model(), "cpu_id": cpu_id(), "cores": os.cpu_count(),
+    g, info = gpus(), _cpuinfo()
+    return {"hostname": platform.node(), "cpu": _cpu_model(info), "cpu_id": cpu_id(info), "cores": os.cpu_count(),
             "memory_bytes": _memory_bytes(), "os": _os_name(), "kernel": platform.release(),
             "python": platform.python_version(), "gpus": g["devices"], "driver": g["driver"],
             "gpu_source": g["source"]}

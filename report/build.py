@@ -36,17 +36,19 @@ def _prompt_set(prompt_set: str | list[str], m) -> str:
     return ", ".join(f"{s} {versions[s]}" if s in versions else s for s in sources(prompt_set))
 
 
+def rec(v):
+    return "not recorded" if v in (None, "", []) else v
+
+
 def cpu_line(host) -> str:
     """The CPU's name, its family/model id where recorded (one name can cover two chip generations), cores."""
-    name = host.cpu or "not recorded"
-    return name + (f" ({host.cpu_id})" if host.cpu_id else "") + f", {host.cores or 'not recorded'} cores"
+    return f"{rec(host.cpu)}" + (f" ({host.cpu_id})" if host.cpu_id else "") + f", {rec(host.cores)} cores"
 
 
 def context(a: Analysis, figs: dict[str, Path]) -> dict:
     m, p = a.run.manifest, a.run.profile
     host = m.host
     gpus = ", ".join(str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in host.gpus) or "none"
-    rec = lambda v: "not recorded" if v in (None, "", []) else v  # noqa: E731
     setup = [("backend", f"{p.backend.kind} ({p.backend.runtime}), version {rec(p.backend.version)}"),
              ("target model", _model(p.models.target, m.weights("target"))),
              ("drafter", _model(rec(p.models.drafter), m.weights("drafter"))),

@@ -1,6 +1,6 @@
 import pytest
 
-from ddbench.manifest import cpu_id
+from ddbench.manifest import _cpuinfo, cpu_id
 
 pytestmark = pytest.mark.unit
 
@@ -12,11 +12,11 @@ def test_cpu_id_tells_two_chips_of_one_model_name_apart_from_the_first_processor
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_text(BLOCK.format(n=0, family=26) + BLOCK.format(n=1, family=25))
     b.write_text(BLOCK.format(n=0, family=25))
-    assert cpu_id(a) == "AuthenticAMD 26/2/1"
-    assert cpu_id(b) == "AuthenticAMD 25/2/1"
+    assert cpu_id(_cpuinfo(a)) == "AuthenticAMD 26/2/1"
+    assert cpu_id(_cpuinfo(b)) == "AuthenticAMD 25/2/1"
 
 
 def test_cpu_id_is_none_where_the_kernel_does_not_say(tmp_path):
     (tmp_path / "arm").write_text("processor\t: 0\nBogoMIPS\t: 50.00\n\n")
-    assert cpu_id(tmp_path / "arm") is None
-    assert cpu_id(tmp_path / "missing") is None
+    assert cpu_id(_cpuinfo(tmp_path / "arm")) is None
+    assert cpu_id(_cpuinfo(tmp_path / "missing")) is None
