@@ -108,7 +108,7 @@ def _test_start(environment, **_):
     CELL.worker = worker_name()  # here, not at import: --processes forks after the import
     CELL.live = _live_sender() if getattr(opts, "ddbench_live", False) else None
     CELL.users = int(getattr(opts, "ddbench_users", 0) or runner.target_user_count)
-    CELL.order = plan.prompt_order(load_prompt_set(s.prompt_set, s.categories or None), s.seed, s.repetition)
+    CELL.order = plan.prompt_order(load_prompt_set(s.prompt_set, s.categories or None), s.seed)
     CELL.t0_ns = 0
     CELL.slots = None
     if s.mode == "open":

@@ -59,7 +59,7 @@ def test_closed_loop_cell_records_every_stream_as_sent(null_server, write_profil
     assert abs(statistics.median(gaps_ms) - 250) < 250 / 2
     # each user's warmup comes first; the measured prompts are the plan's multiset for C=4
     assert sorted(r.user for r in recs) == sorted(list(range(4)) * 4)
-    order = plan.prompt_order(load_prompts(REPO / "loadtests/prompts/study5.jsonl"), 5, 1)
+    order = plan.prompt_order(load_prompts(REPO / "loadtests/prompts/study5.jsonl"), 5)
     expected = Counter(order[k % len(order)].id for k in range(4, 16))
     assert Counter(r.prompt_id for r in recs if not r.warmup) == expected
     assert st.window_start_ns == max(r.end_ns for r in recs if r.warmup)
@@ -67,6 +67,22 @@ def test_closed_loop_cell_records_every_stream_as_sent(null_server, write_profil
     # the server saw the request ids the records carry
     server_ids = {json.loads(line)["rid"] for line in srv.log.read_text().splitlines()}
     assert server_ids == {r.request_id for r in recs}
+
+
+def test_every_repetition_of_a_cell_sends_the_same_prompts(null_server, write_profile, tmp_path):
+    # a C=1 cell sends 3 of study5's 5 prompts: a repetition must not draw another subset
+    srv = null_server(ttft_ms=1, itl_ms=1, tokens=2)
+    prof = write_profile({"concurrency": [1], "warmup_requests": 1, "requests_per_user": 2, "seed": 3})
+    sent = []
+    for rep in (1, 2, 3):
+        cell = tmp_path / "ar" / f"c1-r{rep}"
+        p = run(prof, srv.url, cell, 1, "--repetition", str(rep))
+        assert p.returncode == 0, p.stdout + p.stderr
+        recs = sorted(read_records(cell), key=lambda r: r.send_ns)
+        assert {r.repetition for r in recs} == {rep}
+        sent.append([(r.warmup, r.prompt_id) for r in recs])
+    assert sent[0] == sent[1] == sent[2]
+    assert len({pid for _, pid in sent[0]}) == 3
 
 
 def test_two_local_workers_write_one_record_per_completed_request(null_server, write_profile, tmp_path):
