@@ -106,10 +106,11 @@ def across_tables(tables: list[tuple[pd.DataFrame, pd.DataFrame]]) -> pd.DataFra
 
 
 def _same_plan(a: dict, b: dict) -> bool:
-    """Two manifests of one profile (digest) on one kind of host (CPU model and id, cores, GPUs); a run
-    recorded before the id was (None) is a sibling only of runs that lack it too."""
+    """Two manifests of one profile (digest) and one request plan (prompt order) on one kind of host (CPU model
+    and id, cores, GPUs); a run recorded before a field was (None) is a sibling only of runs that lack it too."""
     ha, hb = a.get("host") or {}, b.get("host") or {}
-    return (a.get("profile_digest") == b.get("profile_digest") is not None
+    order = [(m.get("schedule") or {}).get("prompt_order") for m in (a, b)]
+    return (a.get("profile_digest") == b.get("profile_digest") is not None and order[0] == order[1]
             and all(ha.get(k) == hb.get(k) for k in ("cpu", "cpu_id", "cores", "gpus")))
 
 

@@ -245,7 +245,9 @@ def prompt_set_records(profile: Profile) -> dict:
 
 def planned_schedule(profile: Profile) -> dict:
     mode, why = schedule.resolve(profile)
-    return {"mode": mode, "why": why, "bring_ups": schedule.bring_ups(profile, mode),
+    from loadtests.plan import PROMPT_ORDER
+
+    return {"mode": mode, "why": why, "bring_ups": schedule.bring_ups(profile, mode), "prompt_order": PROMPT_ORDER,
             "planned": [list(cell) for cell in schedule.order(profile, mode)]}
 
 

@@ -17,6 +17,7 @@ from containers.sweep import run_sweep
 from ddbench import schedule
 from ddbench.profile import load_profile
 from loadtests.cell import run_cell
+from loadtests.plan import PROMPT_ORDER
 
 REPO = Path(__file__).resolve().parents[3]
 READY = "The server is fired up and ready to roll!"
@@ -94,7 +95,7 @@ def test_reproduce_records_the_planned_and_the_ran_order(profile_file, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run,) = (root / "sched-interleaved").iterdir()
     sched = json.loads((run / "manifest.json").read_text())["schedule"]
-    assert sched["mode"] == "interleaved" and sched["bring_ups"] == 3
+    assert sched["mode"] == "interleaved" and sched["bring_ups"] == 3 and sched["prompt_order"] == PROMPT_ORDER
     ran = [(c["arm"], c["concurrency"], c["repetition"]) for c in sched["ran"]]
     assert ran == [tuple(x) for x in sched["planned"]] == _started(run)
     checks = (run / "tables" / "checks.csv").read_text()

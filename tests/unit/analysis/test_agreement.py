@@ -10,6 +10,7 @@ from scipy import stats as sps
 
 from analysis import stats
 from analysis.agreement import across, agreement, between_runs, main, pair_ratios, siblings
+from loadtests.plan import PROMPT_ORDER
 
 
 def _run(root, name, tree_over_ar: list[float], verdict="faster"):
@@ -134,9 +135,10 @@ def test_one_run_is_refused(tmp_path, capsys):
     assert "give two runs or more" in capsys.readouterr().err
 
 
-def _manifest(run, digest="d1", cpu="Xeon", cores=2, cpu_id=None):
+def _manifest(run, digest="d1", cpu="Xeon", cores=2, cpu_id=None, prompt_order=PROMPT_ORDER):
     host = {"cpu": cpu, "cores": cores, "gpus": [], **({"cpu_id": cpu_id} if cpu_id else {})}
-    (run / "manifest.json").write_text(json.dumps({"profile_digest": digest, "host": host}))
+    schedule = {"prompt_order": prompt_order} if prompt_order else {}
+    (run / "manifest.json").write_text(json.dumps({"profile_digest": digest, "host": host, "schedule": schedule}))
     return run
 
 
@@ -146,6 +148,7 @@ def test_siblings_are_analysed_runs_of_the_same_plan_on_the_same_kind_of_host(tm
     _manifest(_run(tmp_path, "r3", [1.3, 1.31]), digest="d2")           # another plan
     _manifest(_run(tmp_path, "r4", [1.3, 1.31]), cores=16)              # another host
     _manifest(_run(tmp_path, "r6", [1.3, 1.31]), cpu_id="AuthenticAMD 26/2/1")  # one model name, another chip
+    _manifest(_run(tmp_path, "r7", [1.3, 1.31]), prompt_order=None)     # sent a new subset each repetition
     (tmp_path / "r5").mkdir()
     _manifest(tmp_path / "r5")                                          # not analysed
     assert siblings(me) == [same]
