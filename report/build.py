@@ -10,6 +10,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import yaml
 from markupsafe import Markup
 
@@ -125,8 +127,25 @@ def _schedule(a: Analysis) -> dict:
     mode = rec.get("mode") or "arm-major"
     why = rec.get("why") or "the run predates the schedule record; its cells ran arm by arm"
     ups = rec.get("bring_ups")
-    return {"schedule_mode": mode, "schedule_why": why,
+    return {"schedule_mode": mode, "schedule_why": why, "requests_note": requests_note(a.run.requests),
             "schedule_note": f"{ups} server start(s)" if ups is not None else "order below from the cells' start times"}
+
+
+def requests_note(requests: pd.DataFrame) -> str:
+    """Which prompts the measured requests of a cell sent, per C, as the records show: how many distinct ones
+    (of all the run sent), and whether every repetition of an arm's cell sent the same ones. Where repetitions
+    drew other prompts, the repetitions' spread holds the prompt mix, not only the host."""
+    m = requests[~requests["warmup"].astype(bool)]
+    if m.empty:
+        return "no measured request"
+    sets = m.groupby(["arm", "concurrency", "repetition"], observed=True)["prompt_id"].agg(lambda s: tuple(sorted(s)))
+    parts = []
+    for c, g in sets.groupby(level="concurrency"):
+        distinct = int(np.median([len(set(t)) for t in g]))
+        same = all(v.nunique() == 1 for _, v in g.groupby(level="arm"))
+        parts.append(f"at C={c} a cell sends {distinct} distinct prompts, "
+                     + ("the same in every repetition" if same else "a different mix in other repetitions"))
+    return f"{'; '.join(parts)} (of {m['prompt_id'].nunique()} the run sent)"
 
 
 def notes(run_path: Path) -> list[str]:
