@@ -10,7 +10,8 @@ spread across repetitions is the host's and the servers', which is what the inte
 repetitions are for. Where a cell sends fewer requests than the set holds (cpu-tiny at C=1: 12
 of 46), a fresh subset per repetition added which prompts a cell drew to that spread: with the
 subsets of 12 repetitions, the verify steps alone predicted tree/linear with a 3.4% sd, linear/ar
-with 8.6%, against pair sds of 5-6.5% and 5.6-10.5% measured (two runs, results/cpu-tiny).
+with 8.6%, against pair sds of 5-6.5% and 5.6-10.5% measured (runs 9c3980 and c31c91 of cpu-tiny,
+in git history at commit 01c5dce). Two runs with one subset for all: tree/linear pair sd 3.0% and 3.5%.
 
 Open loop: slot k of the whole cell is due at the k-th arrival of a constant or Poisson
 process of the given rate; the slot also picks the prompt, order[k % L].

@@ -100,7 +100,7 @@ def test_the_single_string_form_is_unchanged():
     assert tiny.workload.prompt_set == "loadtests/prompts/chat.jsonl"
     assert tiny.model_dump()["workload"]["prompt_set"] == "loadtests/prompts/chat.jsonl"
     # the digests cpu-tiny's committed runs record (results/cpu-tiny/*/manifest.json)
-    assert tiny.digest() == "f37d3007323beacc6a082226b24c0ec46dc98ac6227299ca19881a3b16502c92"
+    assert tiny.digest() == "ee10eb5148759e2a61a25adeb9874f77a91a2acfa096db25e21a77d7f12ac294"
     assert prompt_set_digest(tiny.workload.prompt_set) == \
         "d98a65aed5c5d3e1e07856197a26f8207060565f1b5678e2c37bdd3f0c024da5"
     assert load_prompt_set(tiny.workload.prompt_set) == load_prompts(repo_path(tiny.workload.prompt_set))
