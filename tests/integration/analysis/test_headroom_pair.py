@@ -14,7 +14,7 @@ from ddbench.prompts import load_prompts
 
 torch.set_num_threads(1)
 TARGET, DRAFTER = REPO_ROOT / "models/qwen3-stdlib-13m", REPO_ROOT / "models/qwen3-stdlib-13m-dflash-b16"
-RUN = REPO_ROOT / "results/cpu-tiny/20261201T172323Z-b00dbc"
+RUN = REPO_ROOT / "results/cpu-tiny/20261202T161542Z-5c3322"
 
 
 @pytest.fixture(scope="module")
