@@ -37,8 +37,8 @@ def test_check_passes_on_every_shipped_profile(name):
 
 def test_check_prints_the_plan():
     out = ddbench("check", "cpu-tiny")
-    assert "4 arms x 2 concurrency x 12 repetitions = 96 cells" in out.stdout
-    assert "schedule interleaved-fresh: set by the profile" in out.stdout and "48 server start(s)" in out.stdout
+    assert "4 arms x 2 concurrency x 10 repetitions = 80 cells" in out.stdout
+    assert "schedule interleaved-fresh: set by the profile" in out.stdout and "40 server start(s)" in out.stdout
     assert "order ar:C1r1, linear-b16:C1r1" in out.stdout
     assert "SGLANG_DDTREE_MAX_TOPK=8" in out.stdout and "--speculative-ddtree-budget 15" in out.stdout
 
