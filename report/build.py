@@ -123,10 +123,10 @@ def _ddtree_build(a: Analysis) -> dict | None:
 
 def _schedule(a: Analysis) -> dict:
     """How the run ordered its cells: from the manifest where it says, else from the cells' start times."""
-    rec = (a.run.manifest.model_extra or {}).get("schedule") or {}
-    mode = rec.get("mode") or "arm-major"
-    why = rec.get("why") or "the run predates the schedule record; its cells ran arm by arm"
-    ups = rec.get("bring_ups")
+    sched = (a.run.manifest.model_extra or {}).get("schedule") or {}
+    mode = sched.get("mode") or "arm-major"
+    why = sched.get("why") or "the run predates the schedule record; its cells ran arm by arm"
+    ups = sched.get("bring_ups")
     return {"schedule_mode": mode, "schedule_why": why, "requests_note": requests_note(a.run.requests),
             "schedule_note": f"{ups} server start(s)" if ups is not None else "order below from the cells' start times"}
 
