@@ -277,6 +277,28 @@ def extract_git(repo: Path, commit: str) -> dict:
     return table
 
 
+def extract_pin(repo: Path) -> dict:
+    """The table of the one pin as it is built: its commit with the cherry-picks and ddbench's patches."""
+    import tempfile
+
+    from containers.h200.archive import BundleError
+    from containers.h200.fork import checkout
+    from containers.sglang_pin import pin
+
+    p = pin()
+    with tempfile.TemporaryDirectory(prefix="ddbench-flags-") as tmp:
+        try:
+            picks, patches = checkout(repo, p, Path(tmp) / "fork")
+        except BundleError as e:
+            raise FlagError(str(e)) from None
+        table = extract_git(Path(tmp) / "fork", "HEAD")
+        head = subprocess.run(["git", "-C", str(Path(tmp) / "fork"), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    table["source"].update(commit=p.commit, head=head, cherry_picks=[c["commit"] for c in picks],
+                           patches=[{"file": q["file"], "sha256": q["sha256"]} for q in patches])
+    return table
+
+
 # ---------------------------------------------------------------- checking command lines
 
 
@@ -391,10 +413,13 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "extract-git" and a.pin:
             from containers.sglang_pin import pin
 
-            a.commit, a.name = pin().commit, pin().flags_table
-        if a.cmd == "extract-git" and not (a.commit and a.name):
-            raise FlagError("extract-git needs COMMIT and --name NAME, or --pin")
-        table = extract_wheel(a.version) if a.cmd == "extract" else extract_git(a.repo, a.commit)
+            table, a.name = extract_pin(a.repo), pin().flags_table
+        elif a.cmd == "extract-git":
+            if not (a.commit and a.name):
+                raise FlagError("extract-git needs COMMIT and --name NAME, or --pin")
+            table = extract_git(a.repo, a.commit)
+        else:
+            table = extract_wheel(a.version)
         out = FLAGS_DIR / (f"sglang-{a.version}.json" if a.cmd == "extract" else f"{a.name}.json")
     except (FlagError, ProfileError) as err:
         print(f"sglang_flags: {err}", file=sys.stderr)

@@ -3,7 +3,8 @@
     python -m containers.sglang_pin            # print it
     python -m containers.sglang_pin --json     # as JSON (for a Dockerfile's build args, or a shell)
 
-The DDTree source (repo, full commit, the upstream commits cherry-picked onto it), the SGLang
+The DDTree source (repo, full commit, the upstream commits cherry-picked onto it, ddbench's own
+patches in containers/sglang/patches/ with their sha256), the SGLang
 release whose compiled parts it runs on, and those parts' versions live only in pin.toml; the
 H200 layer `sglang-ddtree`, the launch rules, the flag table check and the run manifests read it
 from here. Standard library only.
@@ -12,6 +13,7 @@ from here. Standard library only.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import sys
@@ -37,6 +39,28 @@ class CherryPick:
 
 
 @dataclass(frozen=True)
+class Patch:
+    file: str                        # relative to containers/sglang/
+    sha256: str
+    why: str = ""
+
+    @property
+    def path(self) -> Path:
+        return PIN_FILE.parent / self.file
+
+    def check(self) -> bytes:
+        """The patch's bytes, once they match the pinned sha256."""
+        try:
+            data = self.path.read_bytes()
+        except OSError as e:
+            raise PinError(f"{PIN_FILE}: ddtree.patch {self.file}: cannot read it ({e.strerror})") from None
+        got = hashlib.sha256(data).hexdigest()
+        if got != self.sha256:
+            raise PinError(f"{PIN_FILE}: ddtree.patch {self.file}: sha256 {got} on disk, {self.sha256} pinned")
+        return data
+
+
+@dataclass(frozen=True)
 class Pin:
     sglang: str                      # the release whose wheels carry the compiled parts
     wheels: dict[str, str]           # sglang-kernel, flashinfer-python, transformers, torch -> version
@@ -44,6 +68,7 @@ class Pin:
     branch: str                      # informational; the commit is what ran
     commit: str                      # full 40-hex SHA
     cherry_picks: tuple[CherryPick, ...] = ()
+    patches: tuple[Patch, ...] = ()
 
     @property
     def short(self) -> str:
@@ -58,7 +83,8 @@ class Pin:
     def label(self) -> str:
         """One line naming the source: repo@sha8 + each cherry-pick's sha8."""
         name = self.repo.removeprefix("https://github.com/")
-        return f"{name}@{self.short}" + "".join(f" + {c.commit[:9]}" for c in self.cherry_picks)
+        picks = "".join(f" + {c.commit[:9]}" for c in self.cherry_picks)
+        return f"{name}@{self.short}{picks}" + (f" + {len(self.patches)} ddbench patches" if self.patches else "")
 
     @property
     def expect(self) -> str:
@@ -69,6 +95,7 @@ class Pin:
         """What a manifest records of the pin."""
         out = asdict(self)
         out["cherry_picks"] = [asdict(c) for c in self.cherry_picks]
+        out["patches"] = [asdict(q) for q in self.patches]
         return out
 
 
@@ -103,9 +130,18 @@ def parse(text: str, source: str = str(PIN_FILE)) -> Pin:
     for i, cp in enumerate(dd.get("cherry_pick", [])):
         where = f"ddtree.cherry_pick[{i}]."
         picks.append(CherryPick(need(cp, "repo", where), sha(cp, "commit", where), str(cp.get("why", "")).strip()))
+    patches = []
+    for i, q in enumerate(dd.get("patch", [])):
+        where = f"ddtree.patch[{i}]."
+        name, digest = need(q, "file", where), need(q, "sha256", where)
+        if Path(name).is_absolute() or ".." in Path(name).parts or not name.startswith("patches/"):
+            raise PinError(f"{source}: {where}file: a path under patches/, got {name!r}")
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise PinError(f"{source}: {where}sha256: 64 hex digits, got {digest!r}")
+        patches.append(Patch(name, digest, str(q.get("why", "")).strip()))
     return Pin(sglang=need(doc, "sglang", ""), wheels={k: str(v) for k, v in wheels.items()},
                repo=need(dd, "repo", "ddtree."), branch=need(dd, "branch", "ddtree."),
-               commit=sha(dd, "commit", "ddtree."), cherry_picks=tuple(picks))
+               commit=sha(dd, "commit", "ddtree."), cherry_picks=tuple(picks), patches=tuple(patches))
 
 
 @cache
@@ -128,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"DDTree source {p.label} (branch {p.branch}, {p.commit})")
     for c in p.cherry_picks:
         print(f"  cherry-pick {c.repo} {c.commit}")
+    for q in p.patches:
+        print(f"  patch {q.file} (sha256 {q.sha256[:12]})")
     print(f"on sglang {p.sglang}: " + ", ".join(f"{k} {v}" for k, v in p.wheels.items()))
     print(f"flag table containers/sglang/flags/{p.flags_table}.json")
     return 0

@@ -5,7 +5,8 @@
 GIT_DIR is a clone (bare is fine) of the pin's fork holding its commit and the cherry-picks'
 (`fetch github:Rancy-Wang/sglang`, or `git clone https://github.com/Rancy-Wang/sglang`). The
 export checks the commit out in a throw-away clone, cherry-picks the pinned upstream fixes
-(containers/h200/fork.py: fixed committer, so the result's SHA is the same everywhere), and
+and applies ddbench's patches (containers/h200/fork.py: fixed committer, so the result's SHA is the
+same everywhere), and
 writes that commit's `python/sglang` through `git archive`: only tracked files, nothing from
 the network, never into ddbench's tree. Whole, untrimmed: only the H200 bundle trims.
 """
@@ -30,7 +31,7 @@ def export(git_dir: Path, dest: Path, p: Pin | None = None) -> dict:
     p = p or pin()
     with tempfile.TemporaryDirectory(prefix="ddbench-ddtree-") as tmp:
         work = Path(tmp) / "fork"
-        picks = checkout(git_dir, p, work)
+        picks, patches = checkout(git_dir, p, work)
         head = _text("rev-parse", "HEAD", cwd=work)
         tree = _text("rev-parse", f"HEAD:{PACKAGE}", cwd=work)
         data = _git("archive", "--format=tar", "HEAD", PACKAGE, cwd=work)
@@ -43,7 +44,7 @@ def export(git_dir: Path, dest: Path, p: Pin | None = None) -> dict:
             m.name = "sglang/" + m.name.removeprefix(PACKAGE + "/")
             tar.extract(m, dest, filter="data")
             files += m.isfile()
-    record = {"repo": p.repo, "commit": p.commit, "cherry_picks": picks, "head": head, "tree": tree,
+    record = {"repo": p.repo, "commit": p.commit, "cherry_picks": picks, "patches": patches, "head": head, "tree": tree,
               "package": PACKAGE, "files": files}
     (dest / "source.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return record

@@ -53,14 +53,14 @@ def fork_notes(profile: Profile, arm: Arm) -> list[str]:
 
     p = pin()
     notes = [f"build: DDTree fork {p.label} on sglang {p.sglang} wheels (containers/sglang/pin.toml), every arm"]
-    if arm.kind == "tree":
+    if arm.kind in ("chain", "tree"):
         vocab = target_vocab(profile)
-        k = min(arm.tree_budget, vocab) if vocab else arm.tree_budget
+        k = min(arm.tree_budget, arm.tree_topk, vocab or arm.tree_topk)
         notes.append(f"effective DDTree: block {arm.block_size}, budget {arm.tree_budget}, top-k min(B, vocab "
-                     f"{vocab or '?'}) = {k}, verify width {arm.tree_budget + 1} tokens per request")
+                     f"{vocab or '?'}, K {arm.tree_topk}) = {k}, verify width {arm.tree_budget + 1} tokens per request"
+                     + (" (a chain: it must take the linear arm's verify steps)" if k == 1 else ""))
     elif arm.kind == "linear":
-        notes.append(f"effective DFLASH: block {arm.block_size}, a chain of {arm.block_size - 1} drafted tokens "
-                     f"(this build's chain: DDTree's top-k-1 chain is not expressible on it)")
+        notes.append(f"effective DFLASH: block {arm.block_size}, a chain of {arm.block_size - 1} drafted tokens")
     return notes
 
 
@@ -71,15 +71,17 @@ def _has(profile: Profile, *kinds: str) -> bool:
 def _spec_args(arm: Arm, drafter: str | None, block_flag: str,
                topk_env: bool = True) -> tuple[list[str], dict[str, str]]:
     """topk_env: the build reads the arm's top-k from SGLANG_DDTREE_MAX_TOPK (the PR, the reference
-    engine); the pinned fork has no top-k knob (min(B, vocab)), so it gets none."""
+    engine); the pinned fork takes it as --speculative-ddtree-topk (ddbench patch 0001) instead."""
     if arm.kind == "ar":
         return [], {}
     if arm.kind == "linear":
         return ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", drafter,
                 block_flag, str(arm.block_size)], {}
-    return (["--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", drafter,
-             block_flag, str(arm.block_size), "--speculative-ddtree-budget", str(arm.tree_budget)],
-            {"SGLANG_DDTREE_MAX_TOPK": str(arm.tree_topk)} if topk_env else {})
+    argv = ["--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", drafter,
+            block_flag, str(arm.block_size), "--speculative-ddtree-budget", str(arm.tree_budget)]
+    if topk_env:
+        return argv, {"SGLANG_DDTREE_MAX_TOPK": str(arm.tree_topk)}
+    return argv + ["--speculative-ddtree-topk", str(arm.tree_topk)], {}
 
 
 def _gpu_env(profile: Profile) -> dict[str, str]:
@@ -125,7 +127,7 @@ def sglang_command(profile: Profile, arm: Arm, host: str = "127.0.0.1", port: in
     fork = profile.backend.ddtree == "fork"
     spec, env = _spec_args(arm, profile.models.drafter, "--speculative-num-draft-tokens", topk_env=not fork)
     argv += spec + rt.extra_args + arm.extra_args
-    if fork:  # profile._check_sglang has refused chains and K != B on this build
+    if fork:
         notes += fork_notes(profile, arm)
     elif arm.kind == "tree":
         k = sglang_effective_topk(arm, arm.tree_topk)

@@ -45,7 +45,8 @@ class Backend(Strict):
     ddtree: Literal["fork", "pr29907"] | None = Field(
         None, exclude_if=lambda v: v is None,
         description="the SGLang build that serves every arm: 'fork' = the DDTree fork of the one pin "
-                    "(containers/sglang/pin.toml; top-k = min(B, vocab), no chain); 'pr29907' (or unset) = "
+                    "(containers/sglang/pin.toml, with ddbench's patches: top-k = min(B, vocab, K), chains "
+                    "too); 'pr29907' (or unset) = "
                     "the Docker images' PR #29907 overlay (top-k min(max(B // L + 1, 2), MAX_TOPK))")
 
     @model_validator(mode="after")
@@ -385,19 +386,12 @@ def _check_sglang(p: Profile) -> None:
             raise ValueError(f"arm '{a.id}': --speculative-ddtree-profile* never goes into a measured arm; "
                              "run `python -m containers.h200.diagnostics stage-cost RUN_DIR` beside the sweep")
     if p.backend.ddtree == "fork":
-        for a in ddtree:
-            if a.kind == "chain":
+        for a in ddtree:  # the fork's start-up check (ddbench patch 0001), made before any server starts
+            depth, k = a.block_size - 1, a.tree_topk
+            if a.tree_budget > (room := sum(k ** d for d in range(1, depth + 1))):
                 raise ValueError(
-                    f"chain arm '{a.id}': the pinned DDTree fork (backend.ddtree 'fork') cannot express a "
-                    f"top-k-1 chain: its budget {a.tree_budget} is a best-first tree with top-k {a.tree_budget}, "
-                    "and --is-ddtree-prune, the only way to force the spine, crashed the scheduler at the first "
-                    "verify on the H200 (CUDA indexSelectSmallIndex assertion). Use a 'linear' arm: DFLASH is "
-                    "SGLang's chain")
-            if a.topk != a.budget:
-                raise ValueError(
-                    f"tree arm '{a.id}': the pinned DDTree fork (backend.ddtree 'fork') has no top-k knob: its "
-                    f"top-k is min(B, vocab) = {a.budget} for budget {a.budget}, so the arm needs topk {a.budget} "
-                    f"(K = B, e.g. id 'tree-b{a.budget}-k{a.budget}'), got topk {a.topk}")
+                    f"{a.kind} arm '{a.id}': budget {a.tree_budget} cannot be filled with top-k {k} over "
+                    f"{depth} draft depths (block {a.block_size}): at most {room} nodes")
     linear = [a for a in p.arms if a.kind == "linear"]
     if ddtree and linear and rt.overlap_scheduler and not rt.overlap_scheduler_reason:
         raise ValueError(

@@ -2,6 +2,7 @@
 
     python -m containers.h200.diagnostics overlay-check RUN_DIR [--profile P] [--arm linear-b16] [--prompts 3]
     python -m containers.h200.diagnostics stage-cost RUN_DIR [--profile P] [--arm tree-b15-k15 ...] [--prompts 8]
+    python -m containers.h200.diagnostics steps RUN_DIR [--profile P] --arm chain-b15 [--prune] [--concurrency 4]
 
 Both bring servers up with the project's own bring-up (containers.bringup.up: the profile's
 generated command, ports, logs, status.json, stop on exit) and send the run's prompts (the
@@ -60,17 +61,32 @@ RUN_DIR/diagnostics/stage-cost.json: {"diagnostic": "stage-cost",
 "schema": 1, "label", "profile", "prompts", "build", "arms": {ARM: {"argv", "status", "reason",
 "verify_steps", "completion_tokens", "wall_s" (its prompts' time), "stages_file", "records", "rounds",
 "stages": {STAGE: {"cpu_avg_ms", "gpu_avg_ms", "count"}}}}, "ready_all_s", "started", "ended"}.
+
+steps: per arm (chain or tree), one labelled cell with ddbench's per-step statistics on
+(`--speculative-ddtree-step-stats`, patch 0004: per verify step and request, nodes, the accepted
+depth read from the nodes' positions, the commit length, whether the request finished), and with
+`--prune` also the fork's `--is-ddtree-prune` (pruned trees verify narrower than B + 1, the case that
+crashed before patch 0002). The prompts go `--concurrency` at a time, so batches of 2 and more are
+verified. Every step must commit depth + 1 tokens, except a request's finishing step. The summary,
+RUN_DIR/diagnostics/steps[-LABEL].json: {"diagnostic": "steps", "schema", "label", "profile",
+"prompts", "build", "prune", "concurrency", "arms": {ARM: {"argv", "status", "reason", "requests_ok",
+"steps", "batched_steps" (steps verifying 2+ requests), "widths" (the node counts seen), "narrow_steps"
+(steps narrower than the budget), "commit_tokens", "tau", "violations" (first 20: line, request
+index, depth, commit), "violation_count", "passed"}}, "passed", "ready_all_s", "started", "ended"}.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -319,10 +335,9 @@ def overlay_check(run_dir: Path, profile: Profile, source: str, arm_id: str | No
 
 def with_stage_profiler(profile: Profile, arm: Arm, output: Path, interval: int, warmup: int) -> Profile:
     """The profile with one arm's command extended by the fork's stage-profiler flags (nothing else changes)."""
-    flags = ["--speculative-ddtree-profile", "--speculative-ddtree-profile-output", str(output),
-             "--speculative-ddtree-profile-interval", str(interval), "--speculative-ddtree-profile-warmup", str(warmup)]
-    changed = arm.model_copy(update={"extra_args": [*arm.extra_args, *flags]})
-    return profile.model_copy(update={"arms": [changed if a.id == arm.id else a for a in profile.arms]})
+    return with_flags(profile, arm, ["--speculative-ddtree-profile", "--speculative-ddtree-profile-output",
+                                     str(output), "--speculative-ddtree-profile-interval", str(interval),
+                                     "--speculative-ddtree-profile-warmup", str(warmup)])
 
 
 def summarize_stages(path: Path) -> dict:
@@ -402,12 +417,108 @@ def stage_cost(run_dir: Path, profile: Profile, source: str, arm_ids: list[str],
     return doc
 
 
+STEP_LINE = re.compile(r"DDTREE step: nodes=(\[[^\]]*\]) depth=(\[[^\]]*\]) commit=(\[[^\]]*\]) "
+                       r"done=(\[[^\]]*\])")
+
+
+def parse_steps(log_text: str) -> list[dict]:
+    """The per-step lines of ddbench patch 0004 in a server log, in order."""
+    out = []
+    for n, line in enumerate(log_text.splitlines(), 1):
+        m = STEP_LINE.search(line)
+        if m:
+            nodes, depth, commit, done = (ast.literal_eval(g) for g in m.groups())
+            out.append({"line": n, "nodes": nodes, "depth": depth, "commit": commit, "done": done})
+    return out
+
+
+def judge_steps(steps: list[dict], budget: int) -> dict:
+    """Commit = depth + 1 on every step of every request that did not finish on it; the shapes seen."""
+    bad = [{"line": s["line"], "request": i, "depth": d, "commit": c}
+           for s in steps for i, (d, c, f) in enumerate(zip(s["depth"], s["commit"], s["done"]))
+           if not f and c != d + 1]
+    widths = sorted({w for s in steps for w in s["nodes"]})
+    commits = sum(sum(s["commit"]) for s in steps)
+    per_request = sum(len(s["commit"]) for s in steps)
+    return {"steps": len(steps), "batched_steps": sum(len(s["nodes"]) >= 2 for s in steps), "widths": widths,
+            "narrow_steps": sum(any(w < budget for w in s["nodes"]) for s in steps), "commit_tokens": commits,
+            "tau": round(commits / per_request, 4) if per_request else None,
+            "violations": bad[:20], "violation_count": len(bad)}
+
+
+def with_flags(profile: Profile, arm: Arm, flags: list[str]) -> Profile:
+    """The profile with one arm's command extended by flags (nothing else changes)."""
+    changed = arm.model_copy(update={"extra_args": [*arm.extra_args, *flags]})
+    return profile.model_copy(update={"arms": [changed if a.id == arm.id else a for a in profile.arms]})
+
+
+def steps_check(run_dir: Path, profile: Profile, source: str, arm_ids: list[str], n: int, concurrency: int,
+                prune: bool, label: str | None = None, timeout_s: float | None = None,
+                command: list[str] | None = None) -> dict:
+    from ddbench.launch import server_command
+
+    if profile.backend.ddtree != "fork":
+        raise DiagnosticError(f"profile '{profile.name}' is not on the DDTree fork (backend.ddtree 'fork')")
+    arms = [profile.arm(a) for a in arm_ids]
+    if not arms or any(a.kind not in ("chain", "tree") for a in arms):
+        raise DiagnosticError("steps needs chain or tree arms: name them with --arm")
+    prompts = first_prompts(profile, n)
+    name = "steps" + (f"-{label}" if label else "")
+    out_dir = run_dir / "diagnostics"
+    flags = ["--speculative-ddtree-step-stats", *(["--is-ddtree-prune"] if prune else [])]
+    labelled = profile
+    for arm in arms:
+        labelled = with_flags(labelled, arm, flags)
+    doc = {**head("steps", f"per-step statistics{' of pruned trees' if prune else ''}: {len(prompts)} prompts, "
+                           f"{concurrency} at a time; not a measured cell (the statistics cost a sync per step)",
+                  profile, source, prompts),
+           "build": fork_build(os.environ.get("PYTHONPATH", "").split(os.pathsep)), "prune": prune,
+           "concurrency": concurrency, "arms": {}}
+    cell = out_dir / name
+    t0 = time.time()
+    servers, down = up_together(labelled, [a.id for a in arms], cell, timeout_s=timeout_s, command=command)
+    doc["ready_all_s"] = round(time.time() - t0, 1)
+    try:
+        for arm in arms:
+            argv = server_command(labelled, labelled.arm(arm.id)).argv
+            if arm.id in down:
+                doc["arms"][arm.id] = {"argv": argv, "status": "failed", "reason": down[arm.id], "passed": False}
+                continue
+            url = servers[arm.id].url
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                from loadtests.cell import probe
+
+                model = probe(url)
+                rows = list(pool.map(lambda q: chat(url, model, q, profile), prompts))
+            servers[arm.id].stop()
+            failed = [q.id for q, r in zip(prompts, rows) if r["error"]]
+            log = (cell / arm.id / SERVER_LOG)
+            got = judge_steps(parse_steps(log.read_text(errors="replace") if log.is_file() else ""), arm.tree_budget)
+            ok = not failed and got["steps"] > 0 and got["violation_count"] == 0
+            if prune:  # the point of --prune: narrow verifies at batch >= 2 ran
+                ok = ok and got["batched_steps"] > 0 and got["narrow_steps"] > 0
+            doc["arms"][arm.id] = {"argv": argv, "status": "failed" if failed else "ok",
+                                   "reason": f"requests failed: {failed}" if failed else None,
+                                   "requests_ok": len(rows) - len(failed), **got, "passed": ok}
+            print(f"steps: {arm.id}: {len(rows) - len(failed)}/{len(rows)} requests, {got['steps']} steps "
+                  f"({got['batched_steps']} batched, widths {got['widths']}), {got['violation_count']} commit != "
+                  f"depth + 1", file=sys.stderr, flush=True)
+    finally:
+        for server in servers.values():
+            server.stop()
+    doc["passed"] = bool(doc["arms"]) and all(v["passed"] for v in doc["arms"].values())
+    doc["ended"] = now_iso()
+    write_json_atomic(out_dir / f"{name}.json", doc)
+    return doc
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m containers.h200.diagnostics", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="verb", required=True)
     o = sub.add_parser("overlay-check", help="the build's DFLASH vs stock's: verify steps on the run's prompts")
     s = sub.add_parser("stage-cost", help="per tree arm, one labelled cell with the fork's stage profiler")
-    for p in (o, s):
+    t = sub.add_parser("steps", help="per chain/tree arm, one labelled cell with per-step statistics")
+    for p in (o, s, t):
         p.add_argument("run_dir", type=Path)
         p.add_argument("--profile", help="default: RUN_DIR/manifest.json's")
         p.add_argument("--timeout", type=float, help="bring-up timeout in s (default bringup's)")
@@ -417,6 +528,11 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--prompts", type=int, default=8)
     s.add_argument("--interval", type=int, default=10, help="verify rounds per profiler record")
     s.add_argument("--warmup", type=int, default=0, help="verify rounds skipped before profiling")
+    t.add_argument("--arm", action="append", default=[], required=True, help="a chain or tree arm (repeatable)")
+    t.add_argument("--prompts", type=int, default=16)
+    t.add_argument("--concurrency", type=int, default=1)
+    t.add_argument("--prune", action="store_true", help="also --is-ddtree-prune")
+    t.add_argument("--label", help="the summary is diagnostics/steps-LABEL.json")
     a = ap.parse_args(argv)
     run_dir = a.run_dir.resolve()
     try:
@@ -427,6 +543,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{doc['sides']['stock'].get('verify_steps')}, fork {doc['sides']['fork'].get('verify_steps')}; "
                   f"outputs {'identical' if doc['same_outputs'] else 'differ'} "
                   f"-> {run_dir}/diagnostics/overlay-check.json")
+            return 0 if doc["passed"] else 3
+        if a.verb == "steps":
+            doc = steps_check(run_dir, profile, source, a.arm, a.prompts, a.concurrency, a.prune, a.label,
+                              a.timeout)
+            print(f"steps {'passed' if doc['passed'] else 'FAILED'} -> {run_dir}/diagnostics/"
+                  f"steps{'-' + a.label if a.label else ''}.json")
             return 0 if doc["passed"] else 3
         doc = stage_cost(run_dir, profile, source, a.arm, a.prompts, a.interval, a.warmup, a.timeout)
         states = ", ".join(f"{k} {v['status']}" for k, v in doc["arms"].items())

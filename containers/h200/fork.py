@@ -4,7 +4,8 @@
     python -m containers.h200.bundle build sglang-ddtree --fork-git DIR     # the same
 
 DIR is a local git checkout or bare clone holding the pin's commits (containers/sglang/pin.toml:
-the fork's `ddtree.commit` and each `ddtree.cherry_pick` commit), e.g. what `fetch
+the fork's `ddtree.commit` and each `ddtree.cherry_pick` commit; ddbench's own `ddtree.patch` files are
+applied after the picks), e.g. what `fetch
 github:Rancy-Wang/sglang` brings (the fork carries sgl-project's history, so the upstream fix is
 in it). The build makes a throw-away clone of DIR under the system temp dir (`git clone
 --shared`), checks the fork commit out, cherry-picks the pinned upstream fixes onto it (`git
@@ -36,7 +37,7 @@ from pathlib import Path
 
 from containers.h200 import archive
 from containers.h200.layers import HERE, PYTHON_VERSION, SGLANG, Trim
-from containers.sglang_pin import PIN_FILE, Pin, pin
+from containers.sglang_pin import PIN_FILE, Patch, Pin, PinError, pin
 from ddbench.manifest import file_sha256
 
 NAME = "sglang-ddtree"
@@ -74,8 +75,9 @@ def has_commit(git_dir: Path, sha: str) -> bool:
                           capture_output=True).returncode == 0
 
 
-def checkout(git_dir: Path, p: Pin, work: Path) -> list[dict]:
-    """Clone git_dir into work at the pin's commit and cherry-pick its fixes; one record per pick."""
+def checkout(git_dir: Path, p: Pin, work: Path) -> tuple[list[dict], list[dict]]:
+    """Clone git_dir into work at the pin's commit, cherry-pick its fixes and apply ddbench's patches;
+    one record per pick and per patch."""
     missing = [sha for sha in [p.commit, *(c.commit for c in p.cherry_picks)] if not has_commit(git_dir, sha)]
     if missing:
         raise archive.BundleError(f"{git_dir} does not hold {', '.join(missing)}: give a clone of {p.repo} "
@@ -101,7 +103,26 @@ def checkout(git_dir: Path, p: Pin, work: Path) -> list[dict]:
                                       f"(conflicts: {', '.join(conflicts) or '?'}):\n{e}") from None
         changed = _text("diff-tree", "--no-commit-id", "--name-only", "-r", "HEAD", cwd=work).split()
         picks.append({**rec, "result": _text("rev-parse", "HEAD", cwd=work), "files": changed})
-    return picks
+    return picks, [apply_patch(q, work) for q in p.patches]
+
+
+def apply_patch(q: Patch, work: Path) -> dict:
+    """git apply one of ddbench's patches (checked against its pinned sha256) and commit it as ddbench."""
+    try:
+        data = q.check()
+    except PinError as e:
+        raise archive.BundleError(str(e)) from None
+    try:
+        _git("apply", "--index", "--whitespace=nowarn", cwd=work, data=data)
+    except archive.BundleError as e:
+        raise archive.BundleError(f"ddbench patch {q.file} does not apply to {_text('rev-parse', 'HEAD', cwd=work)} "
+                                  f"(re-make it against the pin):\n{e}") from None
+    author = {"GIT_AUTHOR_NAME": COMMITTER["GIT_COMMITTER_NAME"], "GIT_AUTHOR_EMAIL": COMMITTER["GIT_COMMITTER_EMAIL"],
+              "GIT_AUTHOR_DATE": COMMITTER["GIT_COMMITTER_DATE"], **COMMITTER}
+    _git("-c", "commit.gpgsign=false", "commit", "-q", "-m", f"ddbench patch {Path(q.file).name}", cwd=work,
+         env=author)
+    changed = _text("diff-tree", "--no-commit-id", "--name-only", "-r", "HEAD", cwd=work).split()
+    return {"file": q.file, "sha256": q.sha256, "result": _text("rev-parse", "HEAD", cwd=work), "files": changed}
 
 
 def tree_files(work: Path) -> tuple[list[tuple[str, str, str]], list[str]]:
@@ -163,7 +184,7 @@ def build(git_dir: Path, root: Path, manifest: Path | None = MANIFEST, p: Pin | 
         raise archive.BundleError(f"{git_dir}: no such git directory (a checkout or bare clone of {p.repo})")
     with tempfile.TemporaryDirectory(prefix="ddbench-fork-") as tmp:
         work = Path(tmp) / "sglang"
-        picks = checkout(git_dir, p, work)
+        picks, patches = checkout(git_dir, p, work)
         head = _text("rev-parse", "HEAD", cwd=work)
         tree = _text("rev-parse", "HEAD^{tree}", cwd=work)
         package_tree = _text("rev-parse", f"HEAD:{PACKAGE}", cwd=work)
@@ -192,7 +213,7 @@ def build(git_dir: Path, root: Path, manifest: Path | None = MANIFEST, p: Pin | 
         "python": f"cp{PYTHON_VERSION.replace('.', '')}",
         "below": ["harness", "sglang"],
         "source": {"repo": p.repo, "branch": p.branch, "commit": p.commit, "cherry_picks": picks,
-                   "head": head, "tree": tree, "package_tree": package_tree, "label": p.label},
+                   "patches": patches, "head": head, "tree": tree, "package_tree": package_tree, "label": p.label},
         "pin": {"file": PIN_FILE.relative_to(HERE.parent.parent).as_posix(), "sha256": file_sha256(PIN_FILE)},
         # on the device: what must be on the path beside it (the stock layer's compiled parts, the image's torch)
         "expects": dict(sorted(p.wheels.items())),
@@ -222,6 +243,8 @@ def summary(doc: dict) -> str:
     for cp in s["cherry_picks"]:
         state = "already in its history" if cp.get("already_in_history") else f"-> {cp['result']}"
         lines.append(f"  cherry-pick {cp['commit']} ({cp['subject']}) {state}")
+    for q in s.get("patches") or []:
+        lines.append(f"  patch {q['file']} -> {q['result']} ({', '.join(q['files'])})")
     lines.append(f"  head {s['head']}, tree {s['tree']}, python/sglang tree {s['package_tree']}")
     lines.append(f"  {doc['files']['kept']} files ({a['unpacked_bytes'] / 1e6:.1f} MB unpacked; "
                  f"{doc['files']['trimmed']} trimmed) -> {a['name']} {a['size'] / 1e6:.2f} MB, sha256 {a['sha256']}")

@@ -1,4 +1,5 @@
-"""SGLang commands on the pinned DDTree fork (backend.ddtree 'fork'): K = B trees, no chain, no top-k env."""
+"""SGLang commands on the pinned DDTree fork with ddbench's patches (backend.ddtree 'fork'): every arm's top-k
+as --speculative-ddtree-topk, chains and capped trees included, no top-k env; budgets a top-k cannot fill refused."""
 
 import pytest
 
@@ -23,17 +24,18 @@ def fork_profile(write_profile, arms=None, **backend):
     return write_profile(edit)
 
 
-def test_a_tree_arm_on_the_fork_gets_ddtree_with_the_budget_and_no_topk_env(write_profile):
+def test_a_tree_arm_on_the_fork_gets_ddtree_with_the_budget_and_its_topk_flag(write_profile):
     p = load_profile(fork_profile(write_profile))
     tree = server_command(p, p.arm("tree-b63-k63"))
     assert flag(tree.argv, "--speculative-algorithm") == "DDTREE"
     assert flag(tree.argv, "--speculative-num-draft-tokens") == "16"
     assert flag(tree.argv, "--speculative-ddtree-budget") == "63"
-    assert "SGLANG_DDTREE_MAX_TOPK" not in tree.env  # the fork has no top-k knob
+    assert flag(tree.argv, "--speculative-ddtree-topk") == "63"  # ddbench patch 0001
+    assert "SGLANG_DDTREE_MAX_TOPK" not in tree.env  # the PR's knob, not the fork's
     assert flag(tree.argv, "--attention-backend") == "triton" and flag(tree.argv, "--page-size") == "1"
     notes = " | ".join(tree.notes)
     assert f"DDTree fork {pin().label}" in notes
-    assert "budget 63, top-k min(B, vocab ?) = 63, verify width 64" in notes  # a hub-less fake target: vocab unknown
+    assert "budget 63, top-k min(B, vocab ?, K 63) = 63, verify width 64" in notes  # a fake target: vocab unknown
     lin = server_command(p, p.arm("linear-b16"))
     assert flag(lin.argv, "--speculative-algorithm") == "DFLASH" and "--speculative-ddtree-budget" not in lin.argv
     assert not any("MAX_TOPK" in n for n in tree.notes)  # the PR's rule does not apply here
@@ -45,16 +47,29 @@ def test_every_arm_of_a_fork_profile_is_checked_against_the_forks_flags(write_pr
     assert check_profile(p) == []
 
 
-def test_a_tree_arm_whose_topk_is_not_its_budget_is_refused_by_name(write_profile):
-    arms = [{"id": "tree-b15-k8", "kind": "tree", "block_size": 16, "budget": 15, "topk": 8}]
-    with pytest.raises(ProfileError, match=r"tree arm 'tree-b15-k8'.*no top-k knob.*needs topk 15.*'tree-b15-k15'"):
-        load_profile(fork_profile(write_profile, arms))
+def test_a_chain_and_a_capped_tree_run_on_the_fork_with_their_topk(write_profile):
+    arms = [{"id": "linear-b8", "kind": "linear", "block_size": 8},
+            {"id": "chain-b7", "kind": "chain", "block_size": 8},
+            {"id": "tree-b15-k8", "kind": "tree", "block_size": 16, "budget": 15, "topk": 8}]
+    p = load_profile(fork_profile(write_profile, arms))
+    chain = server_command(p, p.arm("chain-b7"))
+    assert [flag(chain.argv, f) for f in ("--speculative-algorithm", "--speculative-num-draft-tokens",
+                                          "--speculative-ddtree-budget", "--speculative-ddtree-topk")] == \
+        ["DDTREE", "8", "7", "1"]
+    assert any("top-k min(B, vocab ?, K 1) = 1" in n and "linear arm's verify steps" in n for n in chain.notes)
+    capped = server_command(p, p.arm("tree-b15-k8"))
+    assert (flag(capped.argv, "--speculative-ddtree-budget"), flag(capped.argv, "--speculative-ddtree-topk")) == \
+        ("15", "8")
+    assert check_profile(p) == []  # the patched flag is in the pin's flag table
 
 
-def test_a_chain_arm_is_refused_on_the_fork(write_profile):
-    arms = [{"id": "chain-b15", "kind": "chain", "block_size": 16}]
-    with pytest.raises(ProfileError, match=r"chain arm 'chain-b15'.*--is-ddtree-prune.*DFLASH is SGLang's chain"):
-        load_profile(fork_profile(write_profile, arms))
+@pytest.mark.parametrize("arm, words", [
+    ({"id": "tree-b40-k2", "kind": "tree", "block_size": 5, "budget": 40, "topk": 2},
+     r"tree arm 'tree-b40-k2': budget 40 cannot be filled with top-k 2 over 4 draft depths \(block 5\): at most 30"),
+])
+def test_a_budget_the_topk_cannot_fill_is_refused_by_name(write_profile, arm, words):
+    with pytest.raises(ProfileError, match=words):
+        load_profile(fork_profile(write_profile, [arm]))
 
 
 def test_the_pr_build_keeps_its_topk_rule(write_profile):
