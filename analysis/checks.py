@@ -68,6 +68,7 @@ def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.Da
         out.append(_histograms(req, arm.id))
     out += _lossless(run, lossless, triage)
     out += _chain_equals_linear(run, triage)
+    out += _chain_steps(run)
     df = pd.DataFrame([asdict(c) for c in out], columns=["check", "scope", "status", "evidence"])
     # failures first: a report must never bury them
     df["_order"] = df["status"].map({FAIL: 0, PASS: 1, NA: 2})
@@ -477,4 +478,43 @@ def _chain_equals_linear(run: Run, triage) -> list[Check]:
             ok, ev = triage.verdict(CHAIN, arm)
             out.append(Check(name, arm, PASS if ok else FAIL, f"{ev}; {run.profile.runtime.dtype}: numerical ties "
                                                              f"allowed"))
+    return out
+
+
+def _chain_steps(run: Run) -> list[Check]:
+    """The single-chain test: at T=0 and C=1, a chain arm must take its linear arm's verify steps on every
+    request whose output is the same. A server streams one chunk per verify step, so the steps are the
+    sequence of content chunks; a divergent output is left to 'chain equals linear at T=0' (its triage)."""
+    from analysis.triage import pairs
+
+    name, out = "chain takes linear's verify steps", []
+    req, chunks = run.requests, run.chunks
+    for comparison, arm, ref in pairs(run.profile):
+        if comparison != CHAIN:
+            continue
+        rows = req[req["arm"].isin([arm, ref]) & (req["concurrency"] == 1) & ~req["warmup"].astype(bool)
+                   & req["ok"]]
+        steps = chunks[chunks["req"].isin(rows.index)].groupby("req")["chars"].apply(tuple)
+        sides = {a: {(r.repetition, r.prompt_id): (r.text, steps.get(i, ())) for i, r in g.iterrows()}
+                 for a, g in rows.groupby("arm", observed=True)}
+        both = sorted(set(sides.get(arm, {})) & set(sides.get(ref, {})))
+        if not both:
+            out.append(Check(name, arm, NA, f"no C=1 request of both {arm} and {ref}"))
+            continue
+        same_text = [k for k in both if sides[arm][k][0] == sides[ref][k][0]]
+        differ = [k for k in same_text if sides[arm][k][1] != sides[ref][k][1]]
+        diverged = len(both) - len(same_text)
+        tail = f"; {diverged} outputs diverged (left to 'chain equals linear at T=0')" if diverged else ""
+        if differ:
+            rep_, prompt = differ[0]
+            a, b = sides[arm][differ[0]][1], sides[ref][differ[0]][1]
+            step = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            out.append(Check(name, arm, FAIL, f"{len(differ)} of {len(same_text)} requests with {ref}'s output take "
+                                              f"other steps; first: prompt {prompt} rep {rep_}, step {step} "
+                                              f"({len(a)} chunks against {len(b)}){tail}"))
+        elif not same_text:
+            out.append(Check(name, arm, NA, f"every one of {len(both)} outputs diverged from {ref}'s{tail}"))
+        else:
+            out.append(Check(name, arm, PASS, f"all {len(same_text)} C=1 requests with {ref}'s output take its "
+                                              f"verify steps (chunk by chunk){tail}"))
     return out

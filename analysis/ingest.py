@@ -46,7 +46,7 @@ class Run:
     path: Path
     manifest: Manifest
     requests: pd.DataFrame
-    chunks: pd.DataFrame      # content chunks only: req (row of requests), t_ns, tokens
+    chunks: pd.DataFrame      # content chunks only: req (row of requests), t_ns, tokens, chars (of its text)
     cells: pd.DataFrame
     log: pd.DataFrame
     server: pd.DataFrame
@@ -179,7 +179,7 @@ def _read_requests_slow(path: Path, arm: str, c: int, r: int) -> pa.Table:
 def _flatten(tables: list[pa.Table]) -> tuple[pd.DataFrame, pd.DataFrame]:
     if not tables:
         return _empty_requests(), pd.DataFrame({"req": pd.Series(dtype=np.int64), "t_ns": pd.Series(dtype=np.int64),
-                                                 "tokens": pd.Series(dtype=float)})
+                                                 "tokens": pd.Series(dtype=float), "chars": pd.Series(dtype=np.int64)})
     t = pa.concat_tables(tables, promote_options="permissive")
     t = t.combine_chunks()     # one chunk per column: struct fields are then read without copies
     n = t.num_rows
@@ -210,13 +210,15 @@ def _flatten(tables: list[pa.Table]) -> tuple[pd.DataFrame, pd.DataFrame]:
     # chunks: keep those with content; the first one times TTFT
     chunks = t.column("chunks").combine_chunks() if "chunks" in t.column_names else None
     if chunks is None or pa.types.is_null(chunks.type):
-        flat_req, flat_t, flat_tok, text = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0),
-                                            pa.nulls(n, pa.string()))
+        flat_req, flat_t, flat_tok, flat_chars, text = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0),
+                                                        np.zeros(0, np.int64), pa.nulls(n, pa.string()))
     else:
         parents = pc.list_parent_indices(chunks).to_numpy()
         flat = pc.list_flatten(chunks)
         texts = flat.field("text")
-        content = pc.greater(pc.utf8_length(texts), 0).to_numpy(zero_copy_only=False)
+        chars = pc.fill_null(pc.utf8_length(texts), 0).to_numpy(zero_copy_only=False)
+        content = chars > 0
+        flat_chars = chars[content]
         flat_req = parents[content]
         flat_t = flat.field("t_ns").to_numpy(zero_copy_only=False)[content]
         tok = flat.field("tokens") if "tokens" in [f.name for f in flat.type] else pa.nulls(len(flat))
@@ -233,7 +235,8 @@ def _flatten(tables: list[pa.Table]) -> tuple[pd.DataFrame, pd.DataFrame]:
     out["text"] = _strings(pc.fill_null(text, ""))
     req = pd.DataFrame(out)
     req["ok"] = req["error"].isna() & (req["status"] == 200)
-    chunk_df = pd.DataFrame({"req": flat_req.astype(np.int64), "t_ns": flat_t.astype(np.int64), "tokens": flat_tok})
+    chunk_df = pd.DataFrame({"req": flat_req.astype(np.int64), "t_ns": flat_t.astype(np.int64), "tokens": flat_tok,
+                             "chars": flat_chars.astype(np.int64)})
     return req, chunk_df
 
 
