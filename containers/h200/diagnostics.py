@@ -455,7 +455,7 @@ def with_flags(profile: Profile, arm: Arm, flags: list[str]) -> Profile:
 def steps_check(run_dir: Path, profile: Profile, source: str, arm_ids: list[str], n: int, concurrency: int,
                 prune: bool, label: str | None = None, timeout_s: float | None = None,
                 command: list[str] | None = None) -> dict:
-    from ddbench.launch import server_command
+    from ddbench.launch import max_running_requests, server_command
 
     if profile.backend.ddtree != "fork":
         raise DiagnosticError(f"profile '{profile.name}' is not on the DDTree fork (backend.ddtree 'fork')")
@@ -465,7 +465,9 @@ def steps_check(run_dir: Path, profile: Profile, source: str, arm_ids: list[str]
     prompts = first_prompts(profile, n)
     name = "steps" + (f"-{label}" if label else "")
     out_dir = run_dir / "diagnostics"
-    flags = ["--speculative-ddtree-step-stats", *(["--is-ddtree-prune"] if prune else [])]
+    # the server must batch what the diagnostic sends at once, whatever the profile's own concurrency
+    flags = ["--speculative-ddtree-step-stats", *(["--is-ddtree-prune"] if prune else []),
+             "--max-running-requests", str(max(concurrency, max_running_requests(profile)))]
     labelled = profile
     for arm in arms:
         labelled = with_flags(labelled, arm, flags)
