@@ -85,6 +85,10 @@ verify RUN_DIR *ARGS:
 train-models *ARGS:
     @if [ $# -eq 0 ]; then set -- all --size h200 --seed 1234; fi; python3 -m ddbench train-models "$@"
 
+# a model pair of a real shape (qwen3-8b, tiny-twin) that computes the shipped pair's predictions: -> .twins/SHAPE-sSEED (bf16; a GPU makes the 8B's seeded weights fast)
+twin SHAPE *ARGS:
+    @python3 -m refengine.twin "$@"
+
 # the engine's own benchmark: tokens/s per arm at C=1, ratios to AR, per-step costs
 bench-engine *ARGS:
     @python3 -m refengine.bench "$@"

@@ -21,6 +21,7 @@ narrow for what another run of the same plan will measure, by that sd; the headl
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -107,11 +108,29 @@ def across_tables(tables: list[tuple[pd.DataFrame, pd.DataFrame]]) -> pd.DataFra
 
 def _same_plan(a: dict, b: dict) -> bool:
     """Two manifests of one profile (digest) and one request plan (prompt order) on one kind of host (CPU model
-    and id, cores, GPUs); a run recorded before a field was (None) is a sibling only of runs that lack it too."""
+    and id, cores, GPUs) with one model pair (checkpoint contents, twin recipe); a run recorded before a field
+    was (None) is a sibling only of runs that lack it too."""
     ha, hb = a.get("host") or {}, b.get("host") or {}
     order = [(m.get("schedule") or {}).get("prompt_order") for m in (a, b)]
     return (a.get("profile_digest") == b.get("profile_digest") is not None and order[0] == order[1]
-            and all(ha.get(k) == hb.get(k) for k in ("cpu", "cpu_id", "cores", "gpus")))
+            and all(ha.get(k) == hb.get(k) for k in ("cpu", "cpu_id", "cores", "gpus"))
+            and _pair(a) == _pair(b))
+
+
+TWIN_KEYS = ("shape", "seed", "dtype", "version", "files", "pair")
+
+
+def _pair(m: dict):
+    """The model pair a run measured: each role's contents digest, and the twin recipe (ddbench.manifest.
+    twin_record) it was built as. Profile paths can name other contents (a rebuilt twin, a retrained pair),
+    and a twin shares its predictions with the tiny pair but none of its costs."""
+    models = m.get("models")
+    if models is None:
+        return None
+    twins = models.get("twin") or []
+    twins = twins if isinstance(twins, list) else [twins]
+    recipes = sorted(json.dumps({k: t.get(k) for k in TWIN_KEYS}, sort_keys=True) for t in twins)
+    return {r: (v or {}).get("sha256") for r, v in models.items() if r != "twin"}, recipes
 
 
 def siblings(run: Path) -> list[Path]:

@@ -186,12 +186,32 @@ def checkpoint_digest(path: Path) -> dict:
 
 
 def model_digests(profile: Profile) -> dict:
-    """{role: digest} for the profile's checkpoints that are local directories (a hub id has none here)."""
-    out = {}
+    """{role: digest} for the profile's checkpoints that are local directories (a hub id has none here),
+    and under "twin" the recipe of a twin (refengine/twin.py) they were built as: a twin is a model pair
+    of its own, whose files share a name with no other pair's."""
+    out, twins = {}, {}
     for role, name in profile.models.model_dump().items():
         if name and (path := repo_path(name)).is_dir():
             out[role] = {"path": name, **checkpoint_digest(path)}
+            if (rec := twin_record(path.parent)) is not None:
+                twins.setdefault(rec["path"], rec)["roles"].append(role)
+    if twins:   # one twin's target and drafter: one record; a mix of twins: one per directory
+        out["twin"] = next(iter(twins.values())) if len(twins) == 1 else list(twins.values())
     return out
+
+
+def twin_record(directory: Path) -> dict | None:
+    """What twin.json in `directory` says of the twin: shape, seed, dtype, its files' and its pair's digests."""
+    try:
+        raw = json.loads((directory / "twin.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    pair = {role: (r or {}).get("files") for role, r in (raw.get("pair") or {}).items()}
+    return {"path": str(directory), "roles": [], "shape": raw.get("shape"), "numbers": raw.get("numbers"),
+            "seed": raw.get("seed"), "dtype": raw.get("dtype"), "version": raw.get("version"),
+            "files": raw.get("files"), "pair": pair, "twin_json_sha256": file_sha256(directory / "twin.json")}
 
 
 def image_records(profile: Profile) -> dict:
