@@ -87,17 +87,18 @@ def _with_port(command: list[str] | None, port: int) -> list[str] | None:
 
 
 def up(profile: Profile, arm_id: str, run_dir: Path, *, port: int | None = None, timeout_s: float | None = None,
-       command: list[str] | None = None, detach: bool = False):
+       command: list[str] | None = None, detach: bool = False, note: str | None = None):
     """Bring an arm up and return its server handle (.url, .exited(), .logs(), .stop()).
 
     `command` replaces the generated server command (a stand-in server); "{port}" in it becomes
     the port the server must listen on (inside the container, for Docker). A port picked here that
-    another process takes before the server binds it is picked again, BIND_RETRIES times in all."""
+    another process takes before the server binds it is picked again, BIND_RETRIES times in all.
+    `note` joins the arm's notes in status.json (how its memory share was sized)."""
     if port is not None:
-        return _up(profile, arm_id, run_dir, port, timeout_s, command, detach)
+        return _up(profile, arm_id, run_dir, port, timeout_s, command, detach, note)
     for attempt in range(1, BIND_RETRIES + 1):
         try:
-            return _up(profile, arm_id, run_dir, free_port(), timeout_s, command, detach)
+            return _up(profile, arm_id, run_dir, free_port(), timeout_s, command, detach, note)
         except Exception as e:
             if attempt == BIND_RETRIES or not port_taken(e):
                 raise
@@ -106,7 +107,7 @@ def up(profile: Profile, arm_id: str, run_dir: Path, *, port: int | None = None,
 
 
 def _up(profile: Profile, arm_id: str, run_dir: Path, port: int, timeout_s: float | None,
-        command: list[str] | None, detach: bool):
+        command: list[str] | None, detach: bool, note: str | None = None):
     arm = profile.arm(arm_id)
     run_id = Path(run_dir).name
     arm_dir = Path(run_dir) / arm.id
@@ -137,6 +138,8 @@ def _up(profile: Profile, arm_id: str, run_dir: Path, port: int, timeout_s: floa
         server = local_runtime.start(argv, env=launch.env, url=f"http://127.0.0.1:{port}", log_path=log_path,
                                      labels=labels(profile, arm, run_id, log_path), detach=detach, cpus=cpus)
     status["url"] = server.url
+    if note:
+        status["notes"] = [*status.get("notes", []), note]
     try:
         ready_s = wait_ready(server.url, exited=server.exited, logs=server.logs, timeout_s=timeout_s,
                              what=f"arm '{arm.id}' ({profile.backend.kind}, {server.ident})")

@@ -4,7 +4,8 @@
 
 The schedule (ddbench/schedule.py) cuts the sweep into blocks: servers that are up together and
 the cells that run against them, in order. For each block its servers come up (the first alone,
-so that one-time compilation caches are warm, then the rest in parallel), its cells run with
+so that one-time compilation caches are warm, then the rest in parallel; SGLang servers sharing a
+GPU one at a time, each sized to its share: containers/gpu_memory.py), its cells run with
 telemetry, and its servers go down. An arm that does not come up, or a server that exits before
 or during a cell, leaves every affected cell with a failed status.json that says why; the sweep
 goes on. The cell runner is passed in (the load generator's run_cell), so this module knows
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from containers import bringup
+from containers import bringup, gpu_memory
 from containers.ready import BringUpError
 from containers.telemetry import TELEMETRY, Telemetry
 from ddbench import schedule
@@ -39,7 +40,8 @@ def _failed(arm: str, c: int, r: int, cell_dir: Path, reason: str) -> CellStatus
 
 
 def up_together(profile: Profile, arms: list[str], run_dir: Path, **kw) -> tuple[dict, dict[str, str]]:
-    """Bring arms up: the first alone, the rest in parallel, then any that failed alone once more.
+    """Bring arms up: the first alone, the rest in parallel, then any that failed alone once more;
+    SGLang servers sharing a GPU one at a time, each sized to its share (containers/gpu_memory.py).
     Returns (servers, why each other arm is not up)."""
     servers, down = {}, {}
 
@@ -49,13 +51,24 @@ def up_together(profile: Profile, arms: list[str], run_dir: Path, **kw) -> tuple
         except (BringUpError, RuntimeError) as e:
             down[arm] = getattr(e, "summary", str(e).splitlines()[0])
 
+    def sized(arm: str):
+        try:
+            mine, note = gpu_memory.fitted(profile, gpu_memory.read_memory(profile.placement.gpus))
+            servers[arm] = bringup.up(mine, arm, run_dir, note=note, **kw)
+        except (BringUpError, RuntimeError) as e:
+            down[arm] = getattr(e, "summary", str(e).splitlines()[0])
+
     try:
+        if gpu_memory.shares_gpu(profile):
+            for arm in arms:
+                sized(arm)
+            return servers, down
         if arms:
             one(arms[0])
         with ThreadPoolExecutor(max_workers=max(1, len(arms) - 1)) as pool:
             list(pool.map(one, arms[1:]))
-        # Servers started together race for GPU memory (SGLang sizes its pool from what is free at
-        # its start), so an arm that failed beside others gets one more try alone; the log keeps both.
+        # a server that failed beside others (a port, a compile cache) gets one more try alone;
+        # the log keeps both
         for arm in [a for a in arms[1:] if a in down]:
             first = down.pop(arm)
             one(arm)
@@ -70,12 +83,16 @@ def up_together(profile: Profile, arms: list[str], run_dir: Path, **kw) -> tuple
 
 def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: CellRunner, *,
               command: list[str] | None = None, timeout_s: float | None = None,
-              telemetry_interval_s: float = 1.0) -> list[CellStatus]:
+              telemetry_interval_s: float = 1.0, prepare: Callable[[Path], None] | None = None) -> list[CellStatus]:
+    """prepare(cell_dir) runs just before a cell runs or is marked failed (a resume retires the cell's
+    earlier attempt there, so a sweep cut during bring-up loses no finished cell)."""
     cell_dir = lambda a, c, r: Path(run_dir) / a / cell_name(c, r)  # noqa: E731
     servers, down = up_together(profile, list(block.arms), run_dir, command=command, timeout_s=timeout_s)
     out = []
     try:
         for a, c, r in block.cells:
+            if prepare is not None:
+                prepare(cell_dir(a, c, r))
             base = profile.arm(a).server
             if base in down:
                 out.append(_failed(a, c, r, cell_dir(a, c, r), f"the arm did not come up: {down[base]}"))

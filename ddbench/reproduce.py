@@ -33,7 +33,7 @@ from ddbench.manifest import finish_run, git_state, planned_schedule, start_run
 from ddbench.profile import Profile, ProfileError, load_profile, repo_path, resolve_path
 from ddbench.prompts import PromptSetError, load_prompt_set
 from ddbench.records import CellStatus
-from ddbench.results import RESULTS_ROOT, STATUS, RunDir, read_json, write_json_atomic, write_text_atomic
+from ddbench.results import REDO, RESULTS_ROOT, STATUS, RunDir, read_json, write_json_atomic, write_text_atomic
 
 console = Console(stderr=True)
 EXIT_INTERRUPTED = 130
@@ -45,13 +45,15 @@ def cell_status(cell_dir: Path) -> CellStatus | None:
 
 
 def pending_cells(profile: Profile, run: RunDir, reps: range | None = None) -> list[tuple[str, int, int]]:
-    """Cells without an ok status.json, in run order (only repetitions in reps, when given)."""
+    """Cells without an ok status.json, and every cell of a repetition that an earlier slice began to run
+    again and did not finish (redo.json), in run order (only repetitions in reps, when given)."""
+    redo = _marked(run)
     out = []
     for arm, c, r in profile.cells():
         if reps is not None and r not in reps:
             continue
         s = cell_status(run.cell_dir(arm, c, r))
-        if s is None or s.status != "ok":
+        if s is None or s.status != "ok" or r in redo:
             out.append((arm, c, r))
     return out
 
@@ -124,7 +126,10 @@ def _flush(url: str) -> None:
 
 
 def _retire(cell_dir: Path) -> None:
-    """Move a failed or partial cell aside (kept as evidence) so it can run again."""
+    """Move a failed or partial cell aside (kept as evidence) so it can run again; called just before the
+    cell runs again, so a resume cut before then leaves the cell where it was."""
+    if not cell_dir.exists():
+        return
     attempts = cell_dir.parent / "attempts"
     attempts.mkdir(exist_ok=True)
     n = 1 + sum(1 for p in attempts.iterdir() if p.name.startswith(cell_dir.name + "."))
@@ -165,14 +170,28 @@ def sweep(profile: Profile, run: RunDir, reps: range | None = None) -> None:
     from containers.sweep import run_sweep
 
     todo = whole_repetitions(profile, pending_cells(profile, run, reps))
-    for arm, c, r in todo:
-        if run.cell_dir(arm, c, r).exists():
-            _retire(run.cell_dir(arm, c, r))
+    # A repetition that runs again over cells of an earlier slice is marked until it ends: a slice cut
+    # inside it would leave old and new cells side by side, and the next one must redo it whole.
+    marked = _marked(run)
+    _mark(run, marked | {r for a, c, r in todo if run.cell_dir(a, c, r).exists()})
     columns = (TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn())
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("starting", total=len(todo))
-        run_sweep(profile, run.path, make_cell_runner(progress, task), todo=todo)
+        run_sweep(profile, run.path, make_cell_runner(progress, task), todo=todo, prepare=_retire)
+    _mark(run, _marked(run) - {r for _, _, r in todo})
+
+
+def _marked(run: RunDir) -> set[int]:
+    path = run.path / REDO
+    return set(read_json(path)["repetitions"]) if path.is_file() else set()
+
+
+def _mark(run: RunDir, reps: set[int]) -> None:
+    if reps:
+        write_json_atomic(run.path / REDO, {"repetitions": sorted(reps)})
+    else:
+        (run.path / REDO).unlink(missing_ok=True)
 
 
 def ran_order(profile: Profile, run: RunDir) -> list[dict]:

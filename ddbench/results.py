@@ -4,6 +4,8 @@
         manifest.json                 the profile as resolved, host, versions, seeds, times
         <arm>/server.log              the server's output while the arm was up
         <arm>/status.json             whether the arm came up
+        <arm>/attempts/c<C>-r<R>.<N>/  a cell's earlier attempt, moved aside just before it ran again
+        redo.json                     repetitions a resumed sweep is running again, while it runs
         <arm>/c<C>-r<R>/              one cell: concurrency C, repetition R
             requests-<worker>.jsonl   one RequestRecord per line, one file per Locust process
                                       (this, the scrapes, logs and telemetry end in .gz once
@@ -38,6 +40,7 @@ from ddbench.profile import REPO_ROOT
 
 RESULTS_ROOT = REPO_ROOT / "results"
 MANIFEST = "manifest.json"
+REDO = "redo.json"
 STATUS = "status.json"
 SERVER_LOG = "server.log"
 TABLES = "tables"

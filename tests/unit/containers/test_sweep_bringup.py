@@ -1,12 +1,18 @@
-"""up_together: servers started beside each other may race for GPU memory; an arm that failed in the
-parallel start is tried once more alone, and one that fails twice is reported with both reasons."""
+"""up_together: servers started beside each other may race (a port, a compile cache); an arm that failed
+in the parallel start is tried once more alone, and one that fails twice is reported with both reasons.
+SGLang servers sharing a GPU start one at a time, each sized to its share of the GPU."""
 
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
-from containers import sweep
+from containers import gpu_memory, sweep
 from containers.ready import BringUpError
+from ddbench.profile import load_profile
+
+GIB = 2 ** 30
+NO_GPU = SimpleNamespace(backend=SimpleNamespace(kind="refengine"))
 
 
 class _Server:
@@ -33,7 +39,7 @@ def _fake_up(fail_beside_others: set[str], fail_always: set[str], calls: list):
 def test_an_arm_that_failed_beside_others_comes_up_alone(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setattr(sweep.bringup, "up", _fake_up({"c"}, set(), calls))
-    servers, down = sweep.up_together(None, ["a", "b", "c"], tmp_path)
+    servers, down = sweep.up_together(NO_GPU, ["a", "b", "c"], tmp_path)
     assert sorted(servers) == ["a", "b", "c"] and down == {}
     assert calls[0] == "a" and calls[-1] == "c" and len(calls) == 4
 
@@ -41,7 +47,7 @@ def test_an_arm_that_failed_beside_others_comes_up_alone(monkeypatch, tmp_path):
 def test_an_arm_that_fails_alone_too_is_down_with_both_reasons(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setattr(sweep.bringup, "up", _fake_up(set(), {"b"}, calls))
-    servers, down = sweep.up_together(None, ["a", "b", "c"], tmp_path)
+    servers, down = sweep.up_together(NO_GPU, ["a", "b", "c"], tmp_path)
     assert sorted(servers) == ["a", "c"]
     assert list(down) == ["b"] and "twice" in down["b"] and down["b"].count("Not enough memory") == 2
 
@@ -49,5 +55,35 @@ def test_an_arm_that_fails_alone_too_is_down_with_both_reasons(monkeypatch, tmp_
 def test_the_first_arm_is_not_retried(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setattr(sweep.bringup, "up", _fake_up(set(), {"a"}, calls))
-    servers, down = sweep.up_together(None, ["a", "b"], tmp_path)
+    servers, down = sweep.up_together(NO_GPU, ["a", "b"], tmp_path)
     assert calls.count("a") == 1 and list(down) == ["a"] and "twice" not in down["a"]
+
+
+def test_sglang_servers_sharing_a_gpu_start_one_at_a_time_each_sized_to_its_share(monkeypatch, tmp_path):
+    monkeypatch.setenv("DDBENCH_TWIN_DIR", str(tmp_path))
+    profile = load_profile("h200-twin8b-sglang")          # 4 arms, share 0.2 each of one GPU
+    free = [140 * GIB]
+    started = []
+
+    def up(p, arm, run_dir, note=None, **kw):
+        started.append((arm, p.runtime.mem_fraction_static, note))
+        free[0] -= 30 * GIB                                  # this server's weights, pool and graphs
+        return _Server(arm)
+
+    monkeypatch.setattr(gpu_memory, "read_memory", lambda gpus: (free[0], 140 * GIB))
+    monkeypatch.setattr(sweep.bringup, "up", up)
+    servers, down = sweep.up_together(profile, [a.id for a in profile.arms], tmp_path)
+    assert down == {} and [a for a, _, _ in started] == [a.id for a in profile.arms]
+    # each gets 0.2 x 140 = 28 GiB of what is free at its start: 140, 110, 80, 50 GiB
+    assert [f for _, f, _ in started] == [0.2, round(28 / 110, 4), 0.35, 0.56]
+    assert "share 0.2 of the GPU" in started[1][2] and "110.0 GiB free" in started[1][2]
+
+
+def test_a_share_the_gpu_no_longer_has_leaves_that_arm_down_saying_why(monkeypatch, tmp_path):
+    monkeypatch.setenv("DDBENCH_TWIN_DIR", str(tmp_path))
+    profile = load_profile("h200-twin8b-sglang")
+    monkeypatch.setattr(gpu_memory, "read_memory", lambda gpus: (20 * GIB, 140 * GIB))
+    monkeypatch.setattr(sweep.bringup, "up", lambda p, arm, run_dir, note=None, **kw: _Server(arm))
+    servers, down = sweep.up_together(profile, ["ar", "linear-b16"], tmp_path)
+    assert servers == {} and set(down) == {"ar", "linear-b16"}
+    assert "28.0 GiB" in down["ar"] and "only 20.0 GiB are free" in down["ar"]

@@ -1,0 +1,38 @@
+"""Sizing an SGLang server's --mem-fraction-static from its share of the whole GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from containers import gpu_memory
+from containers.gpu_memory import GpuMemoryError
+from ddbench.profile import load_profile
+
+GIB = 2 ** 30
+
+
+def test_nvidia_smi_memory_lines_give_the_tightest_gpu_in_bytes():
+    assert gpu_memory.parse_memory("143771, 143771\n") == (143771 * 2 ** 20, 143771 * 2 ** 20)
+    assert gpu_memory.parse_memory("100000, 143771\n60000, 143771\n")[0] == 60000 * 2 ** 20
+    with pytest.raises(GpuMemoryError, match="not understood"):
+        gpu_memory.parse_memory("[N/A], 143771\n")
+    with pytest.raises(GpuMemoryError, match="no GPU"):
+        gpu_memory.parse_memory("")
+
+
+def test_the_fraction_is_the_share_of_the_whole_gpu_over_what_is_free():
+    assert gpu_memory.fraction(0.2, free=140 * GIB, total=140 * GIB) == 0.2
+    assert gpu_memory.fraction(0.2, free=70 * GIB, total=140 * GIB) == 0.4
+    with pytest.raises(GpuMemoryError, match="only 20.0 GiB are free"):
+        gpu_memory.fraction(0.2, free=20 * GIB, total=140 * GIB)
+
+
+def test_only_sglang_on_cuda_with_a_share_is_resized(monkeypatch, tmp_path):
+    monkeypatch.setenv("DDBENCH_TWIN_DIR", str(tmp_path))
+    twin = load_profile("h200-twin8b-sglang")
+    mine, note = gpu_memory.fitted(twin, (70 * GIB, 140 * GIB))
+    assert mine.runtime.mem_fraction_static == 0.4 and twin.runtime.mem_fraction_static == 0.2
+    assert "--mem-fraction-static 0.4" in note
+    assert gpu_memory.fitted(twin, None) == (twin, None)        # no nvidia-smi: nothing to share
+    cpu = load_profile("cpu-tiny")
+    assert not gpu_memory.shares_gpu(cpu) and gpu_memory.fitted(cpu, (1, 2)) == (cpu, None)
