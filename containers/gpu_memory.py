@@ -8,8 +8,8 @@ follow for servers that share a GPU:
 - they cannot all take the same f: the k-th server to start sees less free memory than the first.
 
 So ddbench reads runtime.mem_fraction_static as a share of the whole GPU, starts co-resident SGLang
-servers one at a time, and gives each f = share x total / free, read just before its start. On an
-idle GPU free ~ total and f ~ share: one server alone gets what the profile says.
+servers one at a time, and gives each f = share x total / free, read just before its start. A server
+alone on its GPU keeps SGLang's own reading (f of what is free), as it always had.
 """
 
 from __future__ import annotations

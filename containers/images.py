@@ -177,11 +177,12 @@ EVIDENCE = REPO_ROOT / "results" / "images"
 
 
 def sglang_tag(variant: str) -> str:
-    """The tag an SGLang+DDTree image gets, named after the one pin (profiles name these tags)."""
+    """The tag an SGLang+DDTree image gets, named after the one pin and its patches (profiles name these
+    tags): an image built before a patch changed cannot pass for one built after."""
     from containers.sglang_pin import pin
 
     p = pin()
-    return f"ddbench/sglang:{p.sglang}-ddtree-{p.short}-{variant}"
+    return f"ddbench/sglang:{p.sglang}-ddtree-{p.build}-{variant}"
 
 
 def sglang_commands() -> list[dict]:

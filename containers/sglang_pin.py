@@ -75,6 +75,11 @@ class Pin:
         return self.commit[:8]
 
     @property
+    def build(self) -> str:
+        """The fork's sha8, and how many ddbench patches sit on it: what an image tag names."""
+        return self.short + (f"-p{len(self.patches)}" if self.patches else "")
+
+    @property
     def flags_table(self) -> str:
         """Name of the flag table read from the fork's server_args.py at `commit` (containers/sglang/flags/)."""
         return f"ddtree-fork-{self.short}"

@@ -59,7 +59,7 @@ def up_together(profile: Profile, arms: list[str], run_dir: Path, **kw) -> tuple
             down[arm] = getattr(e, "summary", str(e).splitlines()[0])
 
     try:
-        if gpu_memory.shares_gpu(profile):
+        if gpu_memory.shares_gpu(profile) and len(arms) > 1:
             for arm in arms:
                 sized(arm)
             return servers, down

@@ -51,7 +51,7 @@ def test_the_build_args_come_from_the_pin():
     assert expect == {"sglang": p.sglang, **p.wheels}
     assert args["NEED_SM"] == "90,100,120"
     assert images.sglang_build_args("blackwell", {"head": ""})["NEED_SM"] == "100,120"
-    assert images.sglang_tag("hopper") == f"ddbench/sglang:{p.sglang}-ddtree-{p.short}-hopper"
+    assert images.sglang_tag("hopper") == f"ddbench/sglang:{p.sglang}-ddtree-{p.short}-p{len(p.patches)}-hopper"
 
 
 def test_the_context_holds_the_dockerfile_scripts_commands_and_export(fake_fork, tmp_path):  # noqa: F811
