@@ -3,48 +3,32 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from analysis import agreement, checks, compare, correctness, crosscheck, ingest, metrics, stability, stagecost, triage
+from analysis import (
+    agreement,
+    checks,
+    compare,
+    correctness,
+    crosscheck,
+    ingest,
+    metrics,
+    stability,
+    stagecost,
+    stationarity,
+    triage,
+)
+from analysis.outcome import TABLE_NAMES, Analysis
 from ddbench.results import TABLES, write_bytes_atomic
 
 BOOTSTRAP = 1000
 SLIM = ["arm", "concurrency", "repetition", "warmup", "ok", "in_window", "category", "max_tokens", "temperature",
         "send_ns", "end_ns", "n_tokens", "ttft_s", "e2e_s", "tpot_s", "tokens_per_chunk", "output_rate",
         "verify_steps", "tau", "completion_tokens", "spec_verify_ct"]
-
-
-@dataclass
-class Analysis:
-    run: ingest.Run
-    requests: pd.DataFrame
-    cells: pd.DataFrame
-    summary: pd.DataFrame          # per (arm, C) across repetitions
-    speedups: pd.DataFrame
-    decomposition: pd.DataFrame
-    categories: pd.DataFrame
-    lossless: pd.DataFrame
-    lossless_note: str | None
-    checks: pd.DataFrame
-    drift: pd.DataFrame = field(default_factory=pd.DataFrame)      # the run's drift rate (analysis.stability)
-    gpu_band: pd.DataFrame = field(default_factory=pd.DataFrame)   # per cell: SM clock and power vs the run's band
-    host_cpu: pd.DataFrame = field(default_factory=pd.DataFrame)   # per cell: other work on the host, in cores
-    stage_cost: pd.DataFrame = field(default_factory=pd.DataFrame)  # SGLang DDTree's step split (a diagnostic)
-    between_runs: pd.DataFrame = field(default_factory=pd.DataFrame)  # each ratio against this plan's other runs
-    boots: dict = field(default_factory=dict)
-    refusals: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    crosscheck: crosscheck.CrossCheck | None = None   # against the run named by compare_with
-    triage: triage.Triage | None = None    # T=0 divergences: numerical ties or failures (analysis.triage)
-
-    @property
-    def kinds(self) -> dict[str, str]:
-        return {a.id: a.kind for a in self.run.profile.arms}
 
 
 def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
@@ -77,16 +61,18 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     drift = stability.drift(cells)
     speedups = stability.with_drift(speedups, drift)
     band = stability.gpu_band(run.telemetry, cells, speedups)
+    steady = stationarity.stationarity(cells, speedups, (run.manifest.model_extra or {}).get("schedule"))
     host = stability.host_quiet(run.telemetry, cells, speedups, run.profile.backend.runtime, run.manifest.host.cores)
     decomposition, more = compare.decomposition(run, cells, boots)
     categories = compare.per_category(run, slim, cells)
     lossless, note = correctness.lossless(run.profile, req)
     tri = triage.triage(run, req)
-    trust = checks.run_checks(run, req, cells, lossless, min_requests, speedups, drift, band, triage=tri, host=host)
+    trust = checks.run_checks(run, req, cells, lossless, min_requests, speedups, drift, band, triage=tri, host=host,
+                              stationary=steady)
     res = Analysis(run, req, cells, summary, speedups, decomposition, categories, lossless, note, trust,
                    drift=stability.drift_table(drift), gpu_band=band, host_cpu=host,
                    stage_cost=stagecost.read(run.path), boots=boots, refusals=refusals + more, triage=tri,
-                   between_runs=between)
+                   between_runs=between, stationarity=steady)
     if other_path is not None:
         other = analyze(other_path, bootstrap, seed, min_requests, cross=False)
         res.crosscheck = crosscheck.cross_check(res, other)
@@ -136,6 +122,7 @@ def write_tables(a: Analysis) -> list[Path]:
               "speedups": a.speedups, "decomposition": a.decomposition, "categories": a.categories,
               "lossless": a.lossless, "checks": a.checks, "drift": a.drift, "gpu_band": a.gpu_band,
               "host_cpu": a.host_cpu, "stage_cost": a.stage_cost, "between_runs": a.between_runs,
+              "stationarity": a.stationarity,
               "server_log": a.run.log, "server_metrics": a.run.server,
               "telemetry": a.run.telemetry}
     if a.triage is not None:
@@ -143,7 +130,7 @@ def write_tables(a: Analysis) -> list[Path]:
     if a.crosscheck is not None:
         tables.update(a.crosscheck.tables())
     else:    # a cross-check table left by an earlier analysis would describe a comparison not made now
-        for name in crosscheck.TABLE_NAMES:
+        for name in TABLE_NAMES:
             for suffix in (".parquet", ".csv"):
                 (a.run.path / TABLES / f"{name}{suffix}").unlink(missing_ok=True)
     for name, df in tables.items():

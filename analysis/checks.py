@@ -2,7 +2,8 @@
 
 The original study's mistakes are the checklist: too few samples, errors, uncontrolled output
 length, a saturated client, acceptance counters that disagree, commit length ≠ depth + 1, a
-warm prefix cache carried across cells, a throttling GPU, a warmup too short to count.
+warm prefix cache carried across cells, a throttling GPU, a warmup too short to count; and
+a ratio whose repetition pairs step or trend during the run (analysis.stationarity).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import prom, stability
+from analysis import prom, stability, stationarity
 from analysis.correctness import greedy_arms
 from analysis.ingest import Run, dense
 from analysis.triage import CHAIN, LOSSLESS
@@ -42,13 +43,15 @@ class Check:
 
 def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.DataFrame | None,
                min_requests: int = MIN_REQUESTS, speedups: pd.DataFrame | None = None, drift: dict | None = None,
-               band: pd.DataFrame | None = None, triage=None, host: pd.DataFrame | None = None) -> pd.DataFrame:
+               band: pd.DataFrame | None = None, triage=None, host: pd.DataFrame | None = None,
+               stationary: pd.DataFrame | None = None) -> pd.DataFrame:
     out: list[Check] = []
     kinds = {a.id: a.kind for a in run.profile.arms}
     out += _profile_digest(run)
     out += _overlay(run)
     out += _min_requests(cells, min_requests)
     out.append(_drift(speedups, drift))
+    out += _stationary(stationary)
     out += _gpu_band(band)
     out += _host_quiet(host, run.profile.backend.runtime)
     tau_cols = req[["arm", "concurrency", "repetition", "ok", "completion_tokens", "spec_verify_ct"]]
@@ -185,6 +188,40 @@ def _drift(speedups: pd.DataFrame | None, drift: dict | None) -> Check:
                  f"({small['arm']}/{small['baseline']} at C={small['concurrency']})")
 
 
+STATIONARY = "ratio stationary over the run"
+
+
+def _stationary(table: pd.DataFrame | None) -> list[Check]:
+    """Per ratio compared within the run: its repetition pairs neither step nor trend by more than its MDE
+    (analysis.stationarity), naming the arm whose own throughput moved."""
+    if table is None or table.empty:
+        return []
+    out = []
+    for r in table.to_dict("records"):
+        scope = f"{r['arm']}/{r['baseline']} C={r['concurrency']}"
+        if r["note"] or not np.isfinite(r["shift"]):
+            out.append(Check(STATIONARY, scope, NA, r["note"] or "no shift estimable"))
+            continue
+        moved, still = (r["arm"], r["baseline"]) if r["moved"] == r["arm"] else (r["baseline"], r["arm"])
+        own = {r["arm"]: r["arm_shift"], r["baseline"]: r["baseline_shift"]}
+        shift = (f"{100 * r['shift']:+.1f}% from the first half of {r['pairs']} pairs to the second "
+                 f"(run order by {r['order']})")
+        beyond = abs(np.log1p(r["shift"])) > np.log1p(r["mde"])
+        tests = (f"p {r['p_holm']:.3g}, Holm over {r['ratios']} ratios; step p {r['step_p']:.3g}, "
+                 f"Spearman rho {r['rho']:+.2f} with order, p {r['rho_p']:.3g}")
+        arms = (f"own throughput, second half against first: {moved} {100 * own[moved]:+.1f}%, "
+                f"{still} {100 * own[still]:+.1f}%")
+        if stationarity.shifted(r):
+            out.append(Check(STATIONARY, scope, FAIL, f"{moved} moved: the ratio shifted {shift}, beyond its MDE "
+                                                      f"{100 * r['mde']:.1f}% and beyond noise ({tests}); {arms}"))
+        else:
+            size = "larger than" if beyond else "within"
+            why = " but within noise" if beyond else ""
+            out.append(Check(STATIONARY, scope, PASS, f"shift {shift}, {size} its MDE {100 * r['mde']:.1f}%{why} "
+                                                      f"({tests}); {arms}"))
+    return out
+
+
 def _gpu_band(band: pd.DataFrame | None) -> list[Check]:
     name = "GPU clock and power inside the run's band"
     if band is None or band.empty:
@@ -268,21 +305,47 @@ def _tau_consistency(run: Run, req: pd.DataFrame, cell, scope, kinds) -> Check:
 def server_tau(run: Run, arm: str, c: int, reps: list[int]) -> tuple[float, str]:
     """τ as the server itself reports it over the given cells of one arm: its /metrics counters
     differenced over each cell (Σ generated tokens / Σ verify calls), else the mean 'accept len' of its
-    Decode batch log lines. (nan, '') when it reports neither."""
+    Decode batch log lines. (nan, '') when it reports neither. The counters include the warm-up
+    requests; where the stream's chunks are provably the verify steps, τ is the measured requests' alone
+    (_measured_tau)."""
     s = run.server
     s = s[(s["arm"] == arm) & (s["concurrency"] == c) & s["repetition"].isin(reps)]
     gen = s.loc[s["metric"] == prom.GENERATED, "delta"]
-    ver = s.loc[s["metric"] == prom.VERIFY_CALLS, "delta"]
+    ver = s.loc[s["metric"] == prom.VERIFY_CALLS, ["repetition", "delta"]]
     # every cell must have both counters: a sum over some cells only would mix windows
-    if len(gen) == len(ver) == len(reps) and gen.notna().all() and ver.notna().all() and ver.sum() > 0:
+    if len(gen) == len(ver) == len(reps) and gen.notna().all() and ver["delta"].notna().all() \
+            and ver["delta"].sum() > 0:
         where = "the cell" if len(reps) == 1 else f"each of {len(reps)} cells"
-        return float(gen.sum() / ver.sum()), f"/metrics counters differenced over {where}"
+        measured = _measured_tau(run, arm, c, dict(zip(ver["repetition"].astype(int), ver["delta"], strict=True)))
+        if measured is not None:
+            return measured, (f"the measured requests' stream chunks, each a verify step (their count over "
+                              f"{where} equals the /metrics verify calls, warm-up included)")
+        return float(gen.sum() / ver["delta"].sum()), f"/metrics counters differenced over {where}, warm-up included"
     log = run.log
     lines = log[(log["arm"] == arm) & (log["concurrency"] == c) & log["repetition"].isin(reps)
                 & (log["kind"] == "decode")]["accept_len"].dropna()
     if lines.empty:
         return float("nan"), ""
     return float(lines.mean()), f"mean 'accept len' of {len(lines)} Decode batch lines"
+
+
+def _measured_tau(run: Run, arm: str, c: int, verify_calls: dict[int, float]) -> float | None:
+    """τ of the measured requests alone (Σ completion tokens / Σ verify steps), where each cell's streamed
+    chunks are its verify steps: a request's first chunk is its prefill's token and each later one a step's
+    commit, so over a cell Σ (chunks - 1) over all its requests must equal the server's verify calls. The
+    counters count the warm-up requests too, and a fixed prompt order makes those the same prompts every
+    time. None where any cell's chunks do not add up (a batched count, a step with no text, a failed stream)."""
+    rq = run.requests
+    rq = rq[(rq["arm"] == arm) & (rq["concurrency"] == c) & rq["repetition"].isin(list(verify_calls))]
+    if rq.empty or "content_chunks" not in rq or not rq["ok"].all():
+        return None
+    steps = (rq["content_chunks"] - 1).clip(lower=0)
+    per_cell = steps.groupby(rq["repetition"].astype(int)).sum()
+    if any(per_cell.get(r, -1) != v for r, v in verify_calls.items()):
+        return None
+    measured = ~rq["warmup"].astype(bool)
+    n = steps[measured].sum()
+    return float(rq.loc[measured, "completion_tokens"].sum() / n) if n > 0 else None
 
 
 def _clean_start(run: Run, cells: pd.DataFrame, cell, scope) -> Check:
@@ -508,7 +571,7 @@ def _chain_steps(run: Run) -> list[Check]:
         if differ:
             rep_, prompt = differ[0]
             a, b = sides[arm][differ[0]][1], sides[ref][differ[0]][1]
-            step = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            step = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
             out.append(Check(name, arm, FAIL, f"{len(differ)} of {len(same_text)} requests with {ref}'s output take "
                                               f"other steps; first: prompt {prompt} rep {rep_}, step {step} "
                                               f"({len(a)} chunks against {len(b)}){tail}"))

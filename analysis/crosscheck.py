@@ -24,20 +24,16 @@ of the prefix text retokenized (a cross-check: a prefix cut inside a token can c
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from analysis import checks, compare, metrics, prom, stats
 from analysis.compare import MismatchError, Side
+from analysis.outcome import TABLE_NAMES, Analysis, CrossCheck  # noqa: F401  (the types live in outcome; re-exported)
 from ddbench.profile import repo_path
 from ddbench.results import MANIFEST, TABLES, read_json
-
-if TYPE_CHECKING:  # analysis.analyze imports this module
-    from analysis.analyze import Analysis
 
 TAU_TOLERANCE = 0.05     # the same algorithm on two engines: τ should agree within a few percent
 CHUNK_TOLERANCE = 0.005  # Σ (content_chunks − 1) of a cell against its /metrics verify calls
@@ -56,26 +52,10 @@ ARM_COLUMNS = [
     "split_steps_other", "note"]
 THROUGHPUT_COLUMNS = ["arm", "arm_other", "concurrency", "throughput_this", "throughput_other", "ratio", "ratio_lo",
                       "ratio_hi", "tpot_ratio", "tpot_ratio_lo", "tpot_ratio_hi", "reps_this", "reps_other"]
-TABLE_NAMES = ("crosscheck", "crosscheck_throughput", "crosscheck_sides", "crosscheck_notes")
 
 
 class CrossCheckError(ValueError):
     """A compare_with that names no usable run; the message names the field it came from."""
-
-
-@dataclass
-class CrossCheck:
-    sides: pd.DataFrame          # two rows, 'this' and 'other': which backend, version, run
-    arms: pd.DataFrame           # per arm present in both: τ at C=1, output agreement at C=1
-    throughput: pd.DataFrame     # per arm and concurrency both runs have
-    notes: list[str] = field(default_factory=list)
-
-    def tables(self) -> dict[str, pd.DataFrame]:
-        return {"crosscheck": self.arms, "crosscheck_throughput": self.throughput, "crosscheck_sides": self.sides,
-                "crosscheck_notes": pd.DataFrame({"note": self.notes}, dtype=object)}
-
-    def label(self, side: str) -> str:
-        return str(self.sides.set_index("side").loc[side, "label"])
 
 
 # ---------------------------------------------------------------------------------------------------

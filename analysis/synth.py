@@ -58,6 +58,7 @@ class Plan:
     sampling: list[dict] | None = None
     prompts: int = 12
     seed: int = 0
+    top1_paths: dict = field(default_factory=dict, repr=False)   # filled while writing: linear's = chain's
     step_ms: float = 20.0           # one AR decode step at C=1
     prefill_ms: float = 60.0
     failed_cell: tuple[str, int, int] | None = ("tree-b15-k8", 4, 2)
@@ -72,6 +73,11 @@ class Plan:
     acceptance_shift: float = 0.0         # added to every category's draft acceptance (a τ gap)
     schedule: str = "interleaved"         # the cell order (ddbench.schedule), written into the profile
     drift_per_min: float = 0.0            # the host slows down: every step costs (1 + this)^minutes more
+    # one arm slows down partway (a server degrading): from repetition slow_from on (default: the second half of
+    # the repetitions), every step of slow_arm's cells takes 1 / (1 - slow_by) as long, its decode rate slow_by lower
+    slow_arm: str | None = None
+    slow_by: float = 0.10
+    slow_from: int | None = None
 
 
 def write_run(root: Path, plan: Plan | None = None, run_id: str = "20261129T080000Z-synth0") -> Path:
@@ -176,6 +182,8 @@ def _write_cell(cdir: Path, plan: Plan, arm: dict, c: int, r: int, prompts, rng,
     failed = plan.failed_cell == (arm["id"], c, r)
     depth_cap = (arm.get("block_size") or 1) - 1
     step_ns = _step_ms(plan, arm, c) * 1e6 * (1 + plan.drift_per_min) ** ((t0 - clock.ns0) / 60e9)
+    if arm["id"] == plan.slow_arm and r >= (plan.slow_from or plan.repetitions // 2 + 1):
+        step_ns /= 1 - plan.slow_by
     nodes = depth_cap if kind in ("linear", "chain") else (arm.get("budget") or 0)
     before = _prom(counters, kind)
     records, steps = [], []      # steps: (t_ns, commit, depth)
@@ -238,6 +246,10 @@ def _request(plan, arm, c, r, user, k, pid, cat, words, t, step_ns, depth_cap, n
     tnow, done, steps = send + ttft, 1, []
     p = _acceptance(arm, cat, plan.acceptance_shift - 0.1 * arm["temperature"])
     depths = (np.zeros(n_max, dtype=int) if kind == "ar" else _sample_depth(rng, p, depth_cap, n_max))
+    if kind in ("linear", "chain"):
+        # a chain verifies what linear verifies (the drafter's top-1 path): the same request takes the
+        # same steps in both, whichever of the two ran first
+        depths = plan.top1_paths.setdefault((pid, r, user, k, warm, depth_cap, p, arm["temperature"]), depths)
     gaps = rng.lognormal(0, 0.08, size=n_max) * step_ns
     hist_depth = [0] * (depth_cap + 1)
     hist_commit = [0] * (depth_cap + 2)

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ddbench import schedule  # the cell order and its modes; schedule imports nothing of this module
 from ddbench.cpus import CPU_LIST
 from ddbench.cpus import parse as parse_cpus
 from ddbench.schedule import Mode
@@ -356,8 +357,6 @@ class Profile(Strict):
 
     def cells(self) -> list[tuple[str, int, int]]:
         """(arm id, concurrency, repetition) in run order (ddbench/schedule.py)."""
-        from ddbench import schedule
-
         return schedule.order(self)
 
     def digest(self) -> str:

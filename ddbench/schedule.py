@@ -24,17 +24,29 @@ profile's `load.schedule` overrides it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, get_args
-
-if TYPE_CHECKING:
-    from ddbench.profile import Profile
+from typing import Any, Literal, Protocol, get_args
 
 Mode = Literal["auto", "interleaved", "interleaved-fresh", "per-repetition", "arm-major"]
 MODES = get_args(Mode)
 # SGLang servers on one GPU: what their static memory fractions may add up to, leaving room
 # for each process's CUDA context and graphs outside the fraction
 GPU_SHARE = 0.9
+
+
+class Profile(Protocol):
+    """What the schedule reads of a profile (ddbench.profile.Profile is one). The schedule sits below the
+    profile: the profile's load.schedule field takes its Mode from here, and Profile.cells() is order()."""
+
+    load: Any          # .schedule (a Mode), .concurrency, .repetitions
+    backend: Any       # .kind
+    runtime: Any       # .mem_fraction_static
+    placement: Any     # .device
+    arms: Sequence[Any]
+
+    def measured_arms(self) -> list[Any]: ...
+
 
 Cell = tuple[str, int, int]  # (measured arm id, concurrency, repetition): the arm carries the sampling setting
 

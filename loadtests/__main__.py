@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,6 +11,7 @@ from ddbench.profile import Load, ProfileError, load_profile
 from ddbench.prompts import PromptSetError
 from ddbench.results import RESULTS_ROOT, cell_name
 from loadtests.cell import CellError, run_cell
+from loadtests.sigterm import exit_on_sigterm
 from loadtests.ui import serve
 from loadtests.webui import UI_PORT
 
@@ -48,11 +48,6 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 def cmd_ui(a: argparse.Namespace) -> int:
     return serve(a.profile, a.arm, url=a.url, port=a.port, processes=a.processes, records_dir=a.records_dir)
-
-
-def exit_on_sigterm() -> None:
-    """SIGTERM becomes SystemExit, so the cleanup of Locust and servers in finally blocks runs."""
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
 
 
 def main(argv: list[str] | None = None) -> int:

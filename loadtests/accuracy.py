@@ -26,10 +26,10 @@ from pathlib import Path
 
 from ddbench.profile import Load, Workload
 from loadtests import nullserver
-from loadtests.__main__ import exit_on_sigterm
 from loadtests.cell import run_cell
 from loadtests.cpu import CPU_LIMIT
 from loadtests.recorder import read_records
+from loadtests.sigterm import exit_on_sigterm
 
 
 def quantile(xs: list[float], q: float) -> float | None:

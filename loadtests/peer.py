@@ -27,10 +27,10 @@ from pathlib import Path
 from ddbench.profile import Load, Workload
 from ddbench.prompts import load_prompt_set
 from loadtests import nullserver
-from loadtests.__main__ import exit_on_sigterm
 from loadtests.cell import run_cell
 from loadtests.options import resolve_sources
 from loadtests.recorder import read_records
+from loadtests.sigterm import exit_on_sigterm
 
 AGREE = 0.10
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from ddbench.profile import ProfileError, load_profile
 from ddbench.prompts import PromptSetError
 from loadtests.cell import CellError
+from loadtests.sigterm import exit_on_sigterm
 from loadtests.webui import UI_PORT, adhoc_dir, run_ui
 
 
@@ -39,8 +40,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=UI_PORT)
     ap.add_argument("--processes", type=int, help="Locust processes (default: the profile's load.processes)")
     a = ap.parse_args(argv)
-    from loadtests.__main__ import exit_on_sigterm
-
     exit_on_sigterm()
     try:
         return serve(a.profile, a.arm, url=a.url, port=a.port, processes=a.processes)

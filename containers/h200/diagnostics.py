@@ -88,6 +88,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -435,7 +436,7 @@ def parse_steps(log_text: str) -> list[dict]:
 def judge_steps(steps: list[dict], budget: int) -> dict:
     """Commit = depth + 1 on every step of every request that did not finish on it; the shapes seen."""
     bad = [{"line": s["line"], "request": i, "depth": d, "commit": c}
-           for s in steps for i, (d, c, f) in enumerate(zip(s["depth"], s["commit"], s["done"]))
+           for s in steps for i, (d, c, f) in enumerate(zip(s["depth"], s["commit"], s["done"], strict=False))
            if not f and c != d + 1]
     widths = sorted({w for s in steps for w in s["nodes"]})
     commits = sum(sum(s["commit"]) for s in steps)
@@ -487,13 +488,13 @@ def steps_check(run_dir: Path, profile: Profile, source: str, arm_ids: list[str]
                 doc["arms"][arm.id] = {"argv": argv, "status": "failed", "reason": down[arm.id], "passed": False}
                 continue
             url = servers[arm.id].url
-            with ThreadPoolExecutor(max_workers=concurrency) as pool:
-                from loadtests.cell import probe
+            from loadtests.cell import probe
 
-                model = probe(url)
-                rows = list(pool.map(lambda q: chat(url, model, q, profile), prompts))
+            model = probe(url)
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                rows = list(pool.map(partial(chat, url, model, profile=profile), prompts))
             servers[arm.id].stop()
-            failed = [q.id for q, r in zip(prompts, rows) if r["error"]]
+            failed = [q.id for q, r in zip(prompts, rows, strict=True) if r["error"]]
             log = (cell / arm.id / SERVER_LOG)
             got = judge_steps(parse_steps(log.read_text(errors="replace") if log.is_file() else ""), arm.tree_budget)
             ok = not failed and got["steps"] > 0 and got["violation_count"] == 0

@@ -12,7 +12,7 @@ def hand_run(tmp_path):
 @pytest.fixture(scope="session")
 def synth_run(tmp_path_factory):
     from analysis.synth import Plan, write_run
-    return write_run(tmp_path_factory.mktemp("synth"), Plan(requests_per_user=20, repetitions=2))
+    return write_run(tmp_path_factory.mktemp("synth"), Plan(requests_per_user=20, repetitions=3))
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,59 @@
+"""What the analysis of one run holds (Analysis), and the cross-check against another run it may carry.
+
+One home for these result types: analysis.analyze builds an Analysis, analysis.crosscheck reads two of
+them and builds a CrossCheck, and the report reads both; none of them needs the others' code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from analysis import ingest, triage
+
+TABLE_NAMES = ("crosscheck", "crosscheck_throughput", "crosscheck_sides", "crosscheck_notes")
+
+
+@dataclass
+class CrossCheck:
+    sides: pd.DataFrame          # two rows, 'this' and 'other': which backend, version, run
+    arms: pd.DataFrame           # per arm present in both: τ at C=1, output agreement at C=1
+    throughput: pd.DataFrame     # per arm and concurrency both runs have
+    notes: list[str] = field(default_factory=list)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"crosscheck": self.arms, "crosscheck_throughput": self.throughput, "crosscheck_sides": self.sides,
+                "crosscheck_notes": pd.DataFrame({"note": self.notes}, dtype=object)}
+
+    def label(self, side: str) -> str:
+        return str(self.sides.set_index("side").loc[side, "label"])
+
+
+@dataclass
+class Analysis:
+    run: ingest.Run
+    requests: pd.DataFrame
+    cells: pd.DataFrame
+    summary: pd.DataFrame          # per (arm, C) across repetitions
+    speedups: pd.DataFrame
+    decomposition: pd.DataFrame
+    categories: pd.DataFrame
+    lossless: pd.DataFrame
+    lossless_note: str | None
+    checks: pd.DataFrame
+    drift: pd.DataFrame = field(default_factory=pd.DataFrame)      # the run's drift rate (analysis.stability)
+    gpu_band: pd.DataFrame = field(default_factory=pd.DataFrame)   # per cell: SM clock and power vs the run's band
+    host_cpu: pd.DataFrame = field(default_factory=pd.DataFrame)   # per cell: other work on the host, in cores
+    stage_cost: pd.DataFrame = field(default_factory=pd.DataFrame)  # SGLang DDTree's step split (a diagnostic)
+    between_runs: pd.DataFrame = field(default_factory=pd.DataFrame)  # each ratio against this plan's other runs
+    stationarity: pd.DataFrame = field(default_factory=pd.DataFrame)  # each ratio's step or trend over the run
+    boots: dict = field(default_factory=dict)
+    refusals: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    crosscheck: CrossCheck | None = None   # against the run named by compare_with (analysis.crosscheck)
+    triage: triage.Triage | None = None    # T=0 divergences: numerical ties or failures (analysis.triage)
+
+    @property
+    def kinds(self) -> dict[str, str]:
+        return {a.id: a.kind for a in self.run.profile.arms}
