@@ -49,6 +49,7 @@ def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.Da
     kinds = {a.id: a.kind for a in run.profile.arms}
     out += _profile_digest(run)
     out += _overlay(run)
+    out += _step_diagnostics(run)
     out += _min_requests(cells, min_requests)
     out.append(_drift(speedups, drift))
     out += _stationary(stationary)
@@ -122,6 +123,47 @@ def _overlay(run: Run) -> list[Check]:
     if path != run.path / OVERLAY_CHECK:
         facts += f"; checked once for this build, in {path.parent.parent.relative_to(run.path.parent.parent)}"
     return [Check(name, "run", PASS if doc.get("passed") else FAIL, facts)]
+
+
+STEPS_DIAGNOSTICS = "diagnostics/steps*.json"   # containers/h200/diagnostics.py steps writes them
+
+
+def _step_diagnostics(run: Run) -> list[Check]:
+    """SGLang reports no per-step depth or commit in a measured cell (the statistics cost a sync a step), so
+    a run on the DDTree fork checks commit = depth + 1 of its chain and tree arms in the steps diagnostic
+    beside the sweep (SGLang's per-step log lines, --speculative-ddtree-step-stats), once per arm and label."""
+    name = "commit = depth + 1 (steps diagnostic)"
+    if run.profile.backend.ddtree != "fork":
+        return []
+    seen: dict[str, list[Check]] = {}
+    for path in sorted(run.path.glob(STEPS_DIAGNOSTICS)):
+        try:
+            doc = json.loads(path.read_text())
+            arms, prune, c = doc["arms"], bool(doc.get("prune")), doc.get("concurrency")
+        except (ValueError, KeyError, TypeError) as e:
+            seen.setdefault(path.name, []).append(
+                Check(name, "run", FAIL, f"{path.name}: not a steps record ({type(e).__name__}: {e})"))
+            continue
+        for arm, r in arms.items():
+            where = f"{path.name}: {'pruned, ' if prune else ''}C={c}"
+            if r.get("status") != "ok":
+                ev = f"{where}: the arm did not serve ({r.get('reason') or r.get('status')})"
+                seen.setdefault(arm, []).append(Check(name, arm, FAIL, ev))
+                continue
+            ev = (f"{where}: {r.get('violation_count')} of {r.get('steps')} steps break it "
+                  f"({r.get('batched_steps')} batched, tree nodes {_span_of(r.get('widths') or [])}, "
+                  f"{r.get('requests_ok')} requests)")
+            seen.setdefault(arm, []).append(Check(name, arm, PASS if r.get("passed") else FAIL, ev))
+    out = [c for checks in seen.values() for c in checks]
+    for a in run.profile.arms:
+        if a.kind in ("chain", "tree") and a.id not in seen:
+            out.append(Check(name, a.id, NA, "no steps diagnostic for this arm "
+                                             f"(python -m containers.h200.diagnostics steps RUN_DIR --arm {a.id})"))
+    return out
+
+
+def _span_of(widths: list[int]) -> str:
+    return "-" if not widths else (str(widths[0]) if len(widths) == 1 else f"{min(widths)}-{max(widths)}")
 
 
 def _same_build_check(run: Run) -> Path | None:
