@@ -14,7 +14,7 @@ setup *ARGS:
     @./setup "$@"
 
 # validate a profile and print its plan: cells, requests, each arm's launch command
-check PROFILE:
+check PROFILE *ARGS:
     @python3 -m ddbench check "$@"
 
 # the whole study: bring up each arm, run every cell, analyze, write the PDF

@@ -68,11 +68,30 @@ def _cells_of_ui_session(argv: list[str]) -> None:
             materialize(d)
 
 
-def plan_text(profile, source: str) -> str:
+SET_HELP = ("change one profile field, as if the file said so (repeatable): PATH=VALUE, VALUE read as YAML, "
+            "e.g. --set load.concurrency=[1,8,32] --set arms.tree-b15-k8.topk=8 (ddbench/overrides.py, "
+            "docs/profile.md)")
+
+
+def add_set_option(ap: argparse.ArgumentParser) -> None:
+    """`--set PATH=VALUE`, for every verb that loads a profile to run or check it."""
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE", help=SET_HELP)
+
+
+def set_args(overrides: list[str]) -> str:
+    """The overrides as a command line repeats them: ' --set a=1 --set b=2' ('' for none)."""
+    import shlex
+
+    return "".join(f" --set {shlex.quote(o)}" for o in overrides)
+
+
+def plan_text(profile, source: str, overrides: list[str] | tuple[str, ...] = ()) -> str:
     load, wl = profile.load, profile.workload
     mode, why = schedule.resolve(profile)
     cells = schedule.order(profile, mode)
-    lines = [f"profile {profile.name}  ({source})", f"  digest {profile.digest()[:16]}",
+    lines = [f"profile {profile.name}  ({source})",
+             *([f"  overrides{set_args(list(overrides))}"] if overrides else []),
+             f"  digest {profile.digest()[:16]}",
              f"  backend {profile.backend.kind} ({profile.backend.runtime}"
              + (f", image {profile.backend.image}" if profile.backend.image else "") + ")",
              f"  models  target {profile.models.target}  drafter {profile.models.drafter or '-'}",
@@ -112,10 +131,11 @@ def _order_text(cells: list[tuple[str, int, int]], first: int) -> str:
 def check(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="ddbench check", description="Validate a profile and print its plan.")
     ap.add_argument("profile", help="a shipped profile's name (cpu-tiny) or a path to a YAML file")
+    add_set_option(ap)
     args = ap.parse_args(argv)
     try:
         source = str(resolve_path(args.profile))
-        profile = load_profile(args.profile)
+        profile = load_profile(args.profile, args.overrides)
         try:
             load_prompt_set(profile.workload.prompt_set, profile.workload.categories)
         except PromptSetError as e:
@@ -129,7 +149,7 @@ def check(argv: list[str]) -> int:
     except ProfileError as e:
         print(f"ddbench check: {e}", file=sys.stderr)
         return EXIT_ERROR
-    print(plan_text(profile, source))
+    print(plan_text(profile, source, args.overrides))
     return 0
 
 

@@ -230,12 +230,13 @@ def image_records(profile: Profile) -> dict:
     return {tag: {"id": image.id, "repo_digests": image.attrs.get("RepoDigests", []), "labels": labels}}
 
 
-def build_manifest(profile: Profile, source: str, run: RunDir) -> dict:
+def build_manifest(profile: Profile, source: str, run: RunDir, overrides: list[str] | tuple[str, ...] = ()) -> dict:
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
     return {
         "run_id": run.path.name,
-        "profile": profile.model_dump(mode="json"),
+        "profile": profile.model_dump(mode="json"),   # the resolved profile: the file with its overrides applied
         "profile_source": source,
+        "overrides": list(overrides),   # the --set PATH=VALUE texts, in order, as given
         "profile_digest": profile.digest(),
         **prompt_set_records(profile),
         "models": model_digests(profile),
@@ -270,9 +271,21 @@ def planned_schedule(profile: Profile) -> dict:
             "planned": [list(cell) for cell in schedule.order(profile, mode)]}
 
 
-def start_run(profile: Profile, source: str, run: RunDir) -> dict:
-    manifest = build_manifest(profile, source, run)
+def start_run(profile: Profile, source: str, run: RunDir, overrides: list[str] | tuple[str, ...] = ()) -> dict:
+    manifest = build_manifest(profile, source, run, overrides)
     write_json_atomic(run.manifest_path, manifest)
+    return manifest
+
+
+def record_overrides(run: RunDir, overrides: list[str] | tuple[str, ...]) -> dict:
+    """A resumed run (its profile checked already: the same digest, or more repetitions only) records the
+    overrides it now runs with; where they differ from those recorded, the earlier ones are kept in
+    overrides_before, one list per change."""
+    manifest = run.manifest()
+    before = manifest.get("overrides", [])
+    if list(overrides) != before:
+        manifest.update(overrides=list(overrides), overrides_before=[*manifest.get("overrides_before", []), before])
+        write_json_atomic(run.manifest_path, manifest)
     return manifest
 
 

