@@ -33,7 +33,7 @@ from ddbench.profile import Profile, ProfileError, load_profile
 
 FLAGS_DIR = Path(__file__).resolve().parent / "sglang" / "flags"
 DEFAULT_VERSION = "0.5.15"
-# DDTree arms are checked against the base release plus the DDTree PR's additions
+# the retired DDTree PR's additions over the release: what a recorded run of it is checked against
 DDTREE_OVERLAY = "ddtree-pr29907"
 ZERO_ARG_ACTIONS = {"store_true", "store_false", "store_const", "count", "append_const", "help", "version"}
 SERVER_ARGS = "sglang/srt/server_args.py"
@@ -364,7 +364,8 @@ def validate(argv: list[str], table: dict) -> None:
 
 def table_for(profile: Profile, kind: str) -> str:
     """The flag table an arm's command meets: the pinned fork's for every arm of a backend.ddtree
-    'fork' profile (they all run on it); otherwise the release's, DDTree arms the PR overlay's."""
+    'fork' profile (they all run on it); otherwise the release's, and for DDTree arms the retired PR
+    overlay's (recorded runs only: no build ddbench ships serves it)."""
     if profile.backend.ddtree == "fork":
         from containers.sglang_pin import pin
 

@@ -33,7 +33,8 @@ def max_running_requests(profile: Profile) -> int:
 
 
 def sglang_effective_topk(arm: Arm, max_topk: int, vocab: int | None = None) -> int:
-    """Top-k that SGLang's DDTree PR (#29907) really uses: min(max(B // L + 1, 2), vocab, MAX_TOPK)."""
+    """Top-k of the retired DDTree PR (#29907; no build ddbench ships serves it, recorded runs of it still
+    load): min(max(B // L + 1, 2), vocab, MAX_TOPK)."""
     depth = arm.block_size - 1
     k = max(arm.tree_budget // depth + 1, 2)
     return min(k, max_topk, vocab) if vocab else min(k, max_topk)
@@ -70,8 +71,8 @@ def _has(profile: Profile, *kinds: str) -> bool:
 
 def _spec_args(arm: Arm, drafter: str | None, block_flag: str,
                topk_env: bool = True) -> tuple[list[str], dict[str, str]]:
-    """topk_env: the build reads the arm's top-k from SGLANG_DDTREE_MAX_TOPK (the PR, the reference
-    engine); the pinned fork takes it as --speculative-ddtree-topk (ddbench patch 0001) instead."""
+    """topk_env: the server reads the arm's top-k from SGLANG_DDTREE_MAX_TOPK (the reference engine, and
+    the retired PR's interface); the pinned fork takes it as --speculative-ddtree-topk (ddbench patch 0001)."""
     if arm.kind == "ar":
         return [], {}
     if arm.kind == "linear":
