@@ -335,7 +335,7 @@ def _tau_consistency(run: Run, req: pd.DataFrame, cell, scope, kinds) -> Check:
         return Check(name, scope, NA, "requests carry no spec_verify_ct (spec details not returned)")
     # the /metrics scrape brackets the whole cell, warmup included: so does the client side here
     client = r["completion_tokens"].sum() / steps
-    server, source = server_tau(run, key[0], key[1], [key[2]])
+    server, source = server_tau(run, key[0], key[1], [key[2]], measured_only=False)
     if np.isnan(server):
         return Check(name, scope, NA, f"client tau {client:.3f}; no server-side counter or log line to compare")
     rel = abs(server - client) / client
@@ -344,12 +344,12 @@ def _tau_consistency(run: Run, req: pd.DataFrame, cell, scope, kinds) -> Check:
                  f"spec_verify_ct): {100 * rel:.1f}% apart (limit {100 * TAU_TOLERANCE:.0f}%)")
 
 
-def server_tau(run: Run, arm: str, c: int, reps: list[int]) -> tuple[float, str]:
+def server_tau(run: Run, arm: str, c: int, reps: list[int], measured_only: bool = True) -> tuple[float, str]:
     """τ as the server itself reports it over the given cells of one arm: its /metrics counters
     differenced over each cell (Σ generated tokens / Σ verify calls), else the mean 'accept len' of its
     Decode batch log lines. (nan, '') when it reports neither. The counters include the warm-up
     requests; where the stream's chunks are provably the verify steps, τ is the measured requests' alone
-    (_measured_tau)."""
+    (_measured_tau), unless measured_only is False (a check that compares the counters themselves)."""
     s = run.server
     s = s[(s["arm"] == arm) & (s["concurrency"] == c) & s["repetition"].isin(reps)]
     gen = s.loc[s["metric"] == prom.GENERATED, "delta"]
@@ -358,7 +358,8 @@ def server_tau(run: Run, arm: str, c: int, reps: list[int]) -> tuple[float, str]
     if len(gen) == len(ver) == len(reps) and gen.notna().all() and ver["delta"].notna().all() \
             and ver["delta"].sum() > 0:
         where = "the cell" if len(reps) == 1 else f"each of {len(reps)} cells"
-        measured = _measured_tau(run, arm, c, dict(zip(ver["repetition"].astype(int), ver["delta"], strict=True)))
+        measured = _measured_tau(run, arm, c, dict(zip(ver["repetition"].astype(int), ver["delta"], strict=True))) \
+            if measured_only else None
         if measured is not None:
             return measured, (f"the measured requests' stream chunks, each a verify step (their count over "
                               f"{where} equals the /metrics verify calls, warm-up included)")

@@ -45,3 +45,8 @@ def test_every_cell_must_add_up():
     two = CELL + [(2, True, 64, 32, True), (2, False, 64, 9, True), (2, False, 64, 9, True)]
     assert "stream chunks" in server_tau(_run(two, {1: 47, 2: 47}), "linear", 1, [1, 2])[1]
     assert "warm-up included" in server_tau(_run(two, {1: 47, 2: 46}), "linear", 1, [1, 2])[1]
+
+
+def test_the_counters_themselves_on_request():
+    tau, source = server_tau(_run(CELL, {1: 47}), "linear", 1, [1], measured_only=False)
+    assert tau == pytest.approx(192 / 47) and "warm-up included" in source
