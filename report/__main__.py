@@ -21,10 +21,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--compare-with", metavar="OTHER",
                     help="add the cross-check against this run (overrides the profile's compare_with)")
+    ap.add_argument("--no-tables", action="store_true",
+                    help="leave RUN_DIR/tables as they are (re-render a committed PDF, tables untouched)")
     a = ap.parse_args(argv)
     try:
         res = analyze(a.run_dir, a.bootstrap, a.seed, compare_with=a.compare_with)
-        write_tables(res)
+        if not a.no_tables:
+            write_tables(res)
         pdf, seconds = build(res, a.out, a.keep_build)
     except (IngestError, ManifestError, ValueError, FileNotFoundError, BuildError) as e:
         print(f"report: {e}", file=sys.stderr)

@@ -19,8 +19,20 @@ from analysis import stability
 from analysis.analyze import Analysis
 from ddbench.prompts import sources
 from ddbench.results import NOTES, write_bytes_atomic
-from report import budgets, crosscheck, figures, headroom, sampling_law, summary, tables, temperature, triage, verdict
-from report.tex import breakable, environment, escape
+from report import (
+    budgets,
+    crosscheck,
+    figures,
+    front,
+    headroom,
+    sampling_law,
+    summary,
+    tables,
+    temperature,
+    triage,
+    verdict,
+)
+from report.tex import breakable, environment, escape, url
 
 
 class BuildError(RuntimeError):
@@ -47,7 +59,7 @@ def cpu_line(host) -> str:
     return f"{rec(host.cpu)}" + (f" ({host.cpu_id})" if host.cpu_id else "") + f", {rec(host.cores)} cores"
 
 
-def context(a: Analysis, figs: dict[str, Path]) -> dict:
+def context(a: Analysis, figs: dict[str, Path], omitted: dict[str, str] | None = None) -> dict:
     m, p = a.run.manifest, a.run.profile
     host = m.host
     gpus = ", ".join(str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in host.gpus) or "none"
@@ -77,7 +89,7 @@ def context(a: Analysis, figs: dict[str, Path]) -> dict:
                    f"to the last measured end, marked $^*$")
     failures = a.checks[a.checks["status"] == "fail"]
     levels = [{"c": c, "throughput": tables.throughput(a, c), "latency": tables.latency(a, c),
-               "repetitions": tables.repetitions(a, c), "speedups": tables.speedups(a, c)}
+               "repetitions": tables.repetitions(a, c)}
               for c in p.load.concurrency]
     return {
         "profile_name": p.name, "run_id": a.run.path.name,
@@ -88,12 +100,13 @@ def context(a: Analysis, figs: dict[str, Path]) -> dict:
         "window_note": Markup(window_note), "percentile_rule": "; ".join(tables.percentile_rule()),
         "bootstrap": len(next(iter(a.boots.values())).reps) if a.boots else 0,
         "refusals": a.refusals, "levels": levels, "fig": {k: Markup(v.name) for k, v in figs.items()},
+        "omitted": {k: Markup(escape(v)) for k, v in (omitted or {}).items()}, "front": front.context(a),
+        "checks_summary": tables.checks_summary(a.checks),
         "acceptance": tables.acceptance(a), "decomposition": tables.decomposition(a),
         "tau_concurrency": {"note": summary.tau_across_concurrency(a),
                             "width": 0.9 if len(figures.tau_panels(a)) > 1 else 0.62},
         "categories": tables.categories(a), "lossless": tables.lossless(a), "lossless_note": a.lossless_note,
-        "failures_count": len(failures), "failures": tables.checks(failures),
-        "check_counts": tables.check_counts(a.checks), "all_checks": tables.checks(a.checks),
+        "failures_count": len(failures),
         "profile_lines": _profile_lines(p.model_dump(mode="json")),
         "crosscheck": crosscheck.context(a), "notes": notes(a.run.path),
         "triage": triage.context(a), "headroom": headroom.context(a), "verdict": verdict.context(a),
@@ -114,7 +127,8 @@ def _ddtree_build(a: Analysis) -> dict | None:
     picks = ", ".join(f"{p.get('repo', '').removeprefix('https://github.com/')}@{str(p.get('commit'))[:9]}"
                       for p in source.get("cherry_picks") or [])
     overlay = a.checks[a.checks["check"].str.startswith("DDTree build's DFLASH")]
-    return {"source": breakable(f"{source.get('repo', 'not recorded')} @ {source.get('commit', '?')}"),
+    return {"source": Markup(f"{url(source.get('repo', 'not recorded'))} at commit "
+                             f"\\texttt{{{breakable(source.get('commit', '?'))}}}"),
             "picks": picks or "none", "head": breakable(str(source.get("head", "not recorded"))),
             "overlay_status": overlay["status"].iloc[0] if len(overlay) else "n/a",
             "overlay": overlay["evidence"].iloc[0] if len(overlay) else "no overlay check",
@@ -170,8 +184,8 @@ def _profile_lines(d: dict) -> list[tuple[int, str]]:
 
 
 def render(a: Analysis, build_dir: Path) -> Path:
-    figs = figures.draw_all(a, build_dir)
-    tex = environment().get_template("report.tex.j2").render(**context(a, figs))
+    figs, omitted, narrow = figures.draw_all(a, build_dir)
+    tex = environment().get_template("report.tex.j2").render(**context(a, figs, omitted), narrow=narrow)
     path = build_dir / "report.tex"
     path.write_text(tex)
     return path

@@ -15,12 +15,26 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from analysis import triage as tr  # noqa: E402
 from analysis.analyze import Analysis  # noqa: E402
 from analysis.ingest import dense  # noqa: E402
 from analysis.standings import MIN_BUDGETS, Family, budget_families  # noqa: E402
 
-plt.rcParams.update({"pdf.fonttype": 42, "font.size": 8, "axes.grid": True, "grid.alpha": 0.3,
-                     "figure.dpi": 100, "savefig.bbox": "tight", "legend.fontsize": 7})
+# The report places a figure at its natural size (never scaled up; scaled down only past the text width), so 8 pt
+# here is 8 pt on the page: no text smaller than MIN_FONT, no figure wider than MAX_WIDTH inches.
+MIN_FONT, MAX_WIDTH = 8.0, 6.7
+plt.rcParams.update({"pdf.fonttype": 42, "font.size": MIN_FONT, "axes.grid": True, "grid.alpha": 0.3,
+                     "figure.dpi": 100, "savefig.bbox": "tight", "legend.fontsize": MIN_FONT,
+                     "xtick.labelsize": MIN_FONT, "ytick.labelsize": MIN_FONT, "axes.labelsize": MIN_FONT,
+                     "axes.titlesize": 9, "figure.titlesize": 9})
+
+
+class NoData(Exception):
+    """A figure with nothing to draw: the report omits it and prints the reason, one sentence."""
+
+
+def _width(w: float) -> float:
+    return min(w, MAX_WIDTH)
 
 
 def _save(fig, path: Path) -> Path:
@@ -65,6 +79,10 @@ def _base_label(a: Analysis, arm: str) -> str:
 
 
 def throughput(a: Analysis) -> Figure:
+    if a.summary.empty:
+        raise NoData("no arm finished a cell, so there is no throughput to plot")
+    if a.summary["concurrency"].nunique() == 1:
+        return ratios(a)
     s, groups = a.summary, panels(a, a.run.profile.arms)
     fig, axes = _grid(len(groups), 3.3, 2.4, sharey=_one_setting(a, groups))
     for ax, (title, arms) in zip(axes, groups, strict=True):
@@ -77,14 +95,40 @@ def throughput(a: Analysis) -> Figure:
                         label=_base_label(a, arm), color=colour(a, arm))
         ax.set(xscale="log", xlabel="concurrency C", ylabel="aggregate output tok/s", title=title)
         _ticks(ax, s)
-    fig.suptitle("Throughput (mean over repetitions, Student-t 95% bars)", fontsize=9)
+    fig.suptitle("Throughput (mean over repetitions, Student-t 95% bars)")
     _legend_below(fig)
+    return fig
+
+
+def ratios(a: Analysis) -> Figure:
+    """With one concurrency: every speculative arm's throughput over AR (and trees and chains over their linear
+    arm) as a dot with its 95% interval from repetition pairs, a line at 1; higher is better."""
+    s = a.speedups
+    if s.empty:
+        raise NoData("no ratio between arms was computed (one arm, or no matched pair)")
+    s = s[s["baseline_kind"].isin(("ar", "linear"))]
+    s = s.assign(_o=s["arm"].map({x.id: i for i, x in enumerate(a.run.profile.arms)})).sort_values(
+        ["baseline_kind", "_o"])
+    c = int(s["concurrency"].iloc[0])
+    fig, ax = plt.subplots(figsize=(_width(5.6), 0.3 * len(s) + 1.1), layout="constrained")
+    y = np.arange(len(s))[::-1]
+    for yi, r in zip(y, s.itertuples(), strict=True):
+        lo, hi = r.speedup_lo, r.speedup_hi
+        xerr = _err([r.speedup], [lo], [hi]) if np.isfinite(lo) and np.isfinite(hi) else None
+        ax.errorbar([r.speedup], [yi], xerr=xerr, fmt="o", ms=4, capsize=2, color=colour(a, r.arm))
+    ax.axvline(1, color="black", lw=0.8)
+    ax.set_yticks(y, [_label(f"{r.arm} / {r.baseline}") for r in s.itertuples()])
+    ax.set(xlabel="output throughput ratio (higher is better)",
+           title=f"Throughput ratios at C={c} (repetition pairs, 95% CI)")
     return fig
 
 
 def latency(a: Analysis) -> Figure:
     """TTFT and TPOT against C, a row per panel (sampling setting, graphs switch)."""
     s, groups = a.summary, panels(a, a.run.profile.arms)
+    if s.empty or s["concurrency"].nunique() == 1:
+        raise NoData("with one concurrency there is no latency curve: the latency percentiles per arm are in the "
+                     "deployment table on page 1")
     fig, axes = plt.subplots(len(groups), 2, figsize=(6.4, 2.3 * len(groups) + 0.6), layout="constrained",
                              squeeze=False)
     for row, (name, arms) in zip(axes, groups, strict=True):
@@ -104,27 +148,54 @@ def latency(a: Analysis) -> Figure:
 
 
 def acceptance(a: Analysis) -> Figure:
-    """Per arm: per-request τ histogram and commit-length histogram (steps)."""
+    """Per arm: per-request τ histogram and commit-length histogram (steps); a kind of panel no arm has data for
+    is left out (SGLang returns no per-request τ; a server without a commit histogram has none)."""
     r, groups = a.requests, tau_panels(a)
-    fig, axes = plt.subplots(len(groups), 2, figsize=(6.4, 2.3 * len(groups) + 0.6), layout="constrained",
-                             squeeze=False)
-    for row, (name, arms) in zip(axes, groups, strict=True):
+    data = []
+    for name, arms in groups:
+        row = []
         for arm in arms:
             m = r[(r["arm"] == arm) & r["ok"] & ~r["warmup"].astype(bool)]
             tau = m["tau"].dropna()
-            if len(tau):
-                row[0].hist(tau, bins=30, histtype="step", label=_base_label(a, arm), color=colour(a, arm))
             hist = _commit_hist(m)
-            if hist is not None and hist.sum() > 0:
+            row.append((arm, tau, hist if hist is not None and hist.sum() > 0 else None))
+        data.append((name, row))
+    has_tau = any(len(t) for _, row in data for _, t, _ in row)
+    has_commit = any(h is not None for _, row in data for _, _, h in row)
+    if not has_tau and not has_commit:
+        raise NoData(acceptance_missing(a))
+    cols = [k for k, on in (("tau", has_tau), ("commit", has_commit)) if on]
+    fig, axes = plt.subplots(len(groups), len(cols), figsize=(_width(3.2 * len(cols) + 0.2), 2.3 * len(groups) + 0.6),
+                             layout="constrained", squeeze=False)
+    for row_axes, (name, row) in zip(axes, data, strict=True):
+        ax = dict(zip(cols, row_axes, strict=True))
+        for arm, tau, hist in row:
+            if "tau" in ax and len(tau):
+                ax["tau"].hist(tau, bins=30, histtype="step", label=_base_label(a, arm), color=colour(a, arm))
+            if "commit" in ax and hist is not None:
                 x = np.arange(len(hist))
-                row[1].plot(x, hist / hist.sum(), marker="o", ms=2, label=_base_label(a, arm), color=colour(a, arm))
+                ax["commit"].plot(x, hist / hist.sum(), marker="o", ms=2, label=_base_label(a, arm),
+                                  color=colour(a, arm))
         suffix = f", {name}" if name else ""
-        row[0].set(xlabel="per-request tau (completion tokens / verify steps)", ylabel="requests",
-                   title="tau per request" + suffix)
-        row[1].set(xlabel="commit length (tokens per verify step)", ylabel="share of steps",
-                   title="commit length" + suffix)
+        if "tau" in ax:
+            ax["tau"].set(xlabel="per-request tau (tokens / verify steps)", ylabel="requests",
+                          title="tau per request" + suffix)
+        if "commit" in ax:
+            ax["commit"].set(xlabel="commit length (tokens per verify step)", ylabel="share of steps",
+                             title="commit length" + suffix)
     _legend_below(fig)
     return fig
+
+
+def acceptance_missing(a: Analysis) -> str:
+    """Why the per-request acceptance histograms are not drawn."""
+    if not _speculative(a):
+        return "the run has no speculative arm"
+    if a.run.profile.backend.kind == "sglang":
+        return ("SGLang returns no per-request verify-step counts or commit-length histograms here, so the "
+                "per-request tau and commit-length histograms are omitted; each cell's tau is the server's own count "
+                "(the table above)")
+    return "no request carries verify-step counts or a commit-length histogram"
 
 
 def eager_twins(a: Analysis) -> bool:
@@ -170,8 +241,9 @@ def _grid(n: int, width: float, height: float, **kw):
     """n panels, at most 2 a row, constrained layout (the legend goes below them all)."""
     cols = min(n, 2)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols + 0.6, height * rows + 0.6), layout="constrained",
-                             squeeze=False, **kw)
+    # one panel alone is half the text wide, so that two such figures sit side by side at their natural size
+    fig, axes = plt.subplots(rows, cols, figsize=(_width(width * cols + (0.6 if cols > 1 else 0)), height * rows + 0.6),
+                             layout="constrained", squeeze=False, **kw)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
@@ -199,11 +271,11 @@ def tau_concurrency(a: Analysis) -> Figure:
                             color=colour(a, arm))
         ax.set(xscale="log", xlabel="concurrency C", ylabel="tau (tokens per verify step)", title=title)
         _ticks(ax, s)
-    fig.suptitle("Acceptance across concurrency (geometric mean over repetitions, Student-t 95% bars)", fontsize=8)
-    if any(ax.get_legend_handles_labels()[0] for ax in axes):
-        _legend_below(fig)   # below the axes: a legend inside would sit on the points of some C
-    else:
-        axes[0].text(0.5, 0.5, "no speculative arm measured", ha="center", transform=axes[0].transAxes)
+    fig.suptitle("Acceptance across concurrency (geometric mean over repetitions, Student-t 95% bars)")
+    if not any(ax.get_legend_handles_labels()[0] for ax in axes):
+        plt.close(fig)
+        raise NoData("no speculative arm has a tau")
+    _legend_below(fig)   # below the axes: a legend inside would sit on the points of some C
     return fig
 
 
@@ -219,10 +291,9 @@ def _commit_hist(m: pd.DataFrame) -> np.ndarray | None:
 def categories(a: Analysis) -> Figure:
     d = a.categories
     d = d[d["baseline_kind"] == "ar"] if "baseline_kind" in d else d  # the figure is each arm over ar
-    fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
     if d.empty:
-        ax.text(0.5, 0.5, "no matched ar baseline", ha="center", transform=ax.transAxes)
-        return fig
+        raise NoData("no arm has a matched ar baseline per category")
+    fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
     c = int(d["concurrency"].min())
     d = d[d["concurrency"] == c]
     cats = sorted(d["category"].unique())
@@ -253,36 +324,37 @@ def pareto(a: Analysis) -> Figure:
                 continue
             ax.plot(d["throughput"], d["output_rate_mean"], marker="o", ms=3, label=_base_label(a, arm),
                     color=colour(a, arm))
-            for row in d.itertuples():
-                ax.annotate(f"C={row.concurrency}", (row.throughput, row.output_rate_mean), fontsize=6,
+            for row in d.itertuples() if g["concurrency"].nunique() > 1 else ():   # one C: the title says it
+                ax.annotate(f"C={row.concurrency}", (row.throughput, row.output_rate_mean), fontsize=MIN_FONT,
                             xytext=(2, 2), textcoords="offset points")
         ax.set(xlabel="aggregate output tok/s", ylabel="tok/s per user (N / E2E)", title=title)
-    fig.suptitle("Per-user speed vs aggregate throughput", fontsize=9)
+    cs = sorted(int(c) for c in g["concurrency"].unique())
+    fig.suptitle("Per-user speed vs aggregate throughput" + (f" at C={cs[0]}" if len(cs) == 1 else ""))
     _legend_below(fig)
     return fig
 
 
 def telemetry(a: Analysis) -> Figure:
     t = a.run.telemetry
-    fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.4), layout="constrained")
     if t.empty or "t_unix" not in t:
-        for ax in axes:
-            ax.text(0.5, 0.5, "no telemetry recorded", ha="center", transform=ax.transAxes)
-        return fig
+        raise NoData("the run recorded no telemetry")
     t0 = t["t_unix"].min()
-    for ax, (src, col, label) in zip(axes, (("gpu", "temperature_c", "GPU temperature (C)"),
-                                            ("gpu", "sm_clock_mhz", "SM clock (MHz)")), strict=True):
+    panels_ = []
+    for src, col, label in (("gpu", "temperature_c", "GPU temperature (C)"), ("gpu", "sm_clock_mhz", "SM clock (MHz)")):
         d = t[(t.get("source") == src)] if "source" in t else t
-        if col not in d or d[col].isna().all():
-            ax.text(0.5, 0.5, f"no {label}", ha="center", transform=ax.transAxes)
-            continue
+        if col in d and not d[col].isna().all():
+            panels_.append((d, col, label))
+    if not panels_:
+        raise NoData("the run recorded no GPU temperature or clock (no GPU, or no GPU telemetry)")
+    fig, axes = plt.subplots(1, len(panels_), figsize=(_width(3.2 * len(panels_) + 0.2), 2.4), layout="constrained",
+                             squeeze=False)
+    for ax, (d, col, label) in zip(axes[0], panels_, strict=True):
         for arm in _arms(a):
             e = d[d["arm"] == arm]
             if len(e):
                 ax.plot(e["t_unix"] - t0, e[col], ".", ms=1.5, label=_label(arm), color=colour(a, arm))
         ax.set(xlabel="seconds since first sample", ylabel=label)
-    if axes[0].get_legend_handles_labels()[0]:
-        axes[0].legend(markerscale=4)
+    _legend_below(fig)
     return fig
 
 
@@ -361,15 +433,11 @@ def budget_curve(a: Analysis) -> Figure:
     """τ and throughput against the tree budget B, per budget family (a row pair each), one column per C."""
     fams = budget_families(a)
     if not fams:
-        fig, ax = plt.subplots(figsize=(5.2, 1.0))
-        ax.text(0.5, 0.5, f"no budget family: fewer than {MIN_BUDGETS} tree budgets at one block size",
-                ha="center", va="center", transform=ax.transAxes)
-        ax.set_axis_off()
-        return fig
+        raise NoData(f"no budget family: fewer than {MIN_BUDGETS} tree budgets at one block size")
     s = a.summary
     cs = sorted(int(c) for c in s["concurrency"].unique()) if len(s) else []
     cs = cs or [None]
-    fig = plt.figure(figsize=(2.2 * len(cs) + 1.0, 3.3 * len(fams) + 0.6), layout="constrained")
+    fig = plt.figure(figsize=(_width(2.2 * len(cs) + 1.0), 3.3 * len(fams) + 0.6), layout="constrained")
     for sub, fam in zip(fig.subfigures(len(fams), 1, squeeze=False)[:, 0], fams, strict=True):
         axes = sub.subplots(len(BUDGET_ROWS), len(cs), sharex=True, squeeze=False)
         ticks = sorted({*fam.budgets, *([fam.block_size - 1] if fam.chain is not None else [])})
@@ -388,9 +456,9 @@ def budget_curve(a: Analysis) -> Figure:
                 if i == len(BUDGET_ROWS) - 1:
                     ax.set_xlabel("tree budget B")
             axes[0][j].sharey(axes[0][0])      # one τ scale per family; throughput keeps each C's own
-        sub.suptitle(_label(fam.title), fontsize=8)
+        sub.suptitle(_label(fam.title), fontsize=MIN_FONT)
     fig.suptitle("Which budget: tau and throughput against B (geometric mean over repetitions, Student-t 95% bars; "
-                 "dashed: the linear arm, band: its 95% interval)", fontsize=8)
+                 "dashed: the linear arm, band: its 95% interval)", fontsize=MIN_FONT)
     _legend_below(fig, order=lambda label: 2 if "(linear)" in label else 1 if "(chain" in label else 0)
     return fig
 
@@ -432,16 +500,12 @@ def tau_temperature(a: Analysis) -> Figure:
     sets = settings(a)
     rows = _temperature_panels(a)
     if len(sets) < 2 or not any(arms for _, arms in rows):
-        fig, ax = plt.subplots(figsize=(5.2, 1.0))
-        ax.text(0.5, 0.5, "one sampling setting: no temperature axis" if len(sets) < 2 else
-                "no speculative arm measured", ha="center", va="center", transform=ax.transAxes)
-        ax.set_axis_off()
-        return fig
+        raise NoData("one sampling setting: no temperature axis" if len(sets) < 2 else "no speculative arm measured")
     s, ids = a.summary, measured_ids(a)
     cs = sorted(int(c) for c in s["concurrency"].unique()) if len(s) else [None]
     xs, ticks = _temperature_x(sets)
     step = 0.02 * ((max(xs) - min(xs)) or 1)     # arms of equal τ (a chain and its linear arm) would hide each other
-    fig, axes = plt.subplots(len(rows), len(cs), figsize=(2.3 * len(cs) + 1.0, 2.3 * len(rows) + 1.1),
+    fig, axes = plt.subplots(len(rows), len(cs), figsize=(_width(2.3 * len(cs) + 1.0), 2.3 * len(rows) + 1.1),
                              sharey=True, squeeze=False, layout="constrained")
     for i, (title, arms) in enumerate(rows):
         for j, c in enumerate(cs):
@@ -463,14 +527,50 @@ def tau_temperature(a: Analysis) -> Figure:
         axes[i][0].set_ylabel("tau (tokens per verify step)")
     fig.suptitle("Acceptance against temperature (geometric mean over repetitions, Student-t 95% bars).\n"
                  "Not a matched comparison of arm with arm: one arm across T keeps its prompts and load,\n"
-                 "but its acceptance changes with T by design; arms are compared at one T", fontsize=8)
+                 "but its acceptance changes with T by design; arms are compared at one T", fontsize=MIN_FONT)
     _legend_below(fig)
     return fig
 
 
 def triage(a: Analysis) -> Figure:
-    from report.triage import draw  # the divergence triage draws its own (report/triage.py)
-    return draw(a)
+    """ECDFs on a log axis: the top-1/top-2 gap at every position of the ar references, and the margin of
+    each distinct divergence; the threshold as a line (the divergence triage, analysis.triage)."""
+    t = a.triage
+    if t is None or t.divergences.empty:
+        raise NoData("no output differs from its reference: nothing to triage")
+    fig, ax = plt.subplots(figsize=(5.2, 2.8))
+    floor = 1e-4
+    if len(t.position_gaps):
+        _ecdf(ax, t.position_gaps, floor, f"gap, every position of the ar outputs (n={len(t.position_gaps)})", "-")
+    d = t.divergences
+    for verdict, style in ((tr.TIE, "--"), (tr.FAILURE, ":")):
+        m = d.loc[d["verdict"] == verdict, "margin"].dropna().to_numpy(dtype=float)
+        if len(m):
+            _ecdf(ax, m, floor, _label(f"margin, divergences: {verdict} (n={len(m)})"), style, marker=".")
+    ax.axvline(t.threshold, color="black", lw=0.8)
+    ax.annotate(f"threshold {t.threshold:g}", (t.threshold, 0.5), xytext=(3, 0), textcoords="offset points",
+                fontsize=MIN_FONT)
+    ax.set(xscale="log", xlabel="fp32 logit gap / margin", ylabel="share at or below",
+           title="Target's fp32 logit gap: all positions vs the divergences")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=1, frameon=False)
+    return fig
+
+
+def _ecdf(ax, values, floor, label, style, marker=None):
+    x = np.sort(np.maximum(np.asarray(values, dtype=float), floor))
+    if len(x):
+        ax.step(x, np.arange(1, len(x) + 1) / len(x), style, where="post", label=label, marker=marker, ms=3)
+
+
+def blank(fig: Figure) -> list:
+    """The visible panels of a figure without data (no line, marker, bar or band drawn)."""
+    return [ax for ax in fig.axes if ax.get_visible() and ax.axison
+            and not (ax.lines or ax.collections or ax.patches or ax.images)]
+
+
+def empty(fig: Figure) -> bool:
+    """Whether a figure has a visible panel without data."""
+    return bool(blank(fig))
 
 
 ALL = {"throughput": throughput, "latency": latency, "acceptance": acceptance,
@@ -482,6 +582,28 @@ def draw(name: str, a: Analysis, out: Path) -> Path:
     return _save(ALL[name](a), out / f"{name}.pdf")
 
 
-def draw_all(a: Analysis, out: Path) -> dict[str, Path]:
+HALF = 3.42   # inches: half the report's text width, a figure no wider sits beside another at its natural size
+
+
+def draw_all(a: Analysis, out: Path) -> tuple[dict[str, Path], dict[str, str], set[str]]:
+    """Every figure that has data, saved as PDF; for each one left out, the sentence that says why; and the names
+    of those narrow enough to sit two in a row."""
     out.mkdir(parents=True, exist_ok=True)
-    return {name: draw(name, a, out) for name in ALL}
+    drawn, omitted, narrow = {}, {}, set()
+    for name, builder in ALL.items():
+        try:
+            fig = builder(a)
+        except NoData as e:
+            omitted[name] = str(e)
+            continue
+        gone = blank(fig)
+        if len(gone) == len([ax for ax in fig.axes if ax.get_visible() and ax.axison]):
+            plt.close(fig)
+            omitted[name] = "no panel of it would have had data"
+            continue
+        for ax in gone:    # a panel without data is left out, not drawn as empty axes
+            ax.set_visible(False)
+        if fig.get_size_inches()[0] <= HALF:
+            narrow.add(name)
+        drawn[name] = _save(fig, out / f"{name}.pdf")
+    return drawn, omitted, narrow

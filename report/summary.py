@@ -64,35 +64,8 @@ def sentences(a: Analysis) -> list[Markup]:
         what = "; ".join(f"{escape(arm)} at {', '.join(where)} ({escape(why)})" for (arm, why), where in groups.items())
         out.append(f"\\textbf{{{len(failed)} of {len(a.cells)} cells failed}} and are left out of every "
                    f"comparison: {what}.")
-    s = a.summary
-    sp = a.speedups
-    for c in sorted(s["concurrency"].unique()) if len(s) else []:
-        d = s[s["concurrency"] == c].sort_values("throughput", ascending=False)
-        best = d.iloc[0]
-        line = (f"At C={c} the fastest arm is {escape(best['arm'])} with {num(best['throughput'], 1)} output "
-                f"tok/s (geometric mean of {best['reps']} repetition{'s' if best['reps'] != 1 else ''})")
-        parts = []
-        if len(sp):
-            for r in sp[(sp["arm"] == best["arm"]) & (sp["concurrency"] == c)].itertuples():
-                parts.append(f"{times(r.speedup, r.speedup_lo, r.speedup_hi)} the throughput of {escape(r.baseline)}")
-        out.append(line + (": it delivers " + " and ".join(parts) if parts else "") + ".")
-    trees = [x.id for x in a.run.profile.arms if x.kind == "tree"]
-    if len(sp):
-        for r in sp[sp["baseline_kind"].isin(["linear", "chain"]) & sp["arm"].isin(trees)].itertuples():
-            out.append(f"{escape(r.arm)} delivers {times(r.speedup, r.speedup_lo, r.speedup_hi)} the throughput of "
-                       f"{escape(r.baseline)} at C={r.concurrency}, over {r.pairs} repetition pairs: "
-                       f"{verdict_words(r)}.")
-    for r in a.decomposition.itertuples():
-        if r.reference_kind == "linear" and r.arm not in trees:
-            continue
-        tau = ci(r.tau_ratio_lo, r.tau_ratio_hi, 3) or "none"
-        step = ci(r.step_time_ratio_lo, r.step_time_ratio_hi, 3) or "none"
-        accepts = _factor(r.tau_ratio_lo, r.tau_ratio_hi, "accepts more", "accepts less", "accepts as much")
-        costs = _factor(r.step_time_ratio_lo, r.step_time_ratio_hi, "costs less", "costs more", "costs as much")
-        out.append(f"{escape(r.arm)} over {escape(r.reference)} at C={r.concurrency}: throughput ratio "
-                   f"{num(r.throughput_ratio, 3)} = $\\tau$ ratio {num(r.tau_ratio, 3)} (95\\% CI {tau}) $\\times$ "
-                   f"step-time ratio {num(r.step_time_ratio, 3)} (95\\% CI {step}): it {accepts} per step and {costs} "
-                   f"per step, at 95\\% confidence.")
+    # which arm is fastest, each ratio and its decomposition are on page 1, in the headline table and on the
+    # verdict page: the summary keeps what those do not say (failed cells, drift, correctness, the cross-check)
     out += _stability(a)
     spec = a.lossless[a.lossless["arm"].map(a.kinds) != "ar"] if len(a.lossless) else a.lossless
     if len(spec):

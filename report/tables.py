@@ -11,12 +11,16 @@ from analysis import stability, stats
 from analysis.analyze import Analysis
 from report.tex import escape, missing, num, with_ci
 
+MAX_BOXED_ROWS = 40    # rows a boxed tabular may have; a longer table is a longtable
+MAX_PORTRAIT_ROWS = 30  # a wide table (the headline ratios) longer than this turns to a landscape page
+
 
 def latex(df: pd.DataFrame, align: str | None = None, long: bool = False) -> Markup:
     """booktabs tabular (or longtable) of a frame whose cells and headers are TeX. An align that does not
     match the frame's columns raises pylatex's TableRowSizeError here rather than breaking the build later."""
     if df.empty:
         return Markup(r"\emph{(none)}")
+    long = long or len(df) > MAX_BOXED_ROWS   # a box cannot break across pages: past a page of rows it would be cut
     align = align or "l" + "r" * (len(df.columns) - 1)
     table = (LongTable if long else Tabular)(align, booktabs=True)
     # escape=False: the cells were escaped (or written as TeX) by whoever made them
@@ -26,7 +30,13 @@ def latex(df: pd.DataFrame, align: str | None = None, long: bool = False) -> Mar
         _page_breaks(table)
     for row in df.itertuples(index=False, name=None):
         table.add_row(row, escape=False)
-    return Markup(table.dumps())
+    return Markup(table.dumps()) if long else fit(Markup(table.dumps()))
+
+
+def fit(tabular: Markup) -> Markup:
+    """A tabular never wider than the text: scaled down to the line's width where it would run past it (a
+    longtable cannot be boxed: its columns must fit by their widths)."""
+    return Markup(r"\adjustbox{max width=\linewidth}{" + tabular + "}")
 
 
 def _page_breaks(table: LongTable) -> None:
@@ -74,7 +84,8 @@ def latency(a: Analysis, c: int) -> Markup:
                      *(pct(r, "tpot", q, 2) for q in stats.QUANTILES),
                      *(pct(r, "gap", q, 2) for q in stats.QUANTILES)])
     cols = ["arm", "rep"] + [f"{m} p{round(100 * q)}" for m in ("TTFT", "TPOT", "gap") for q in stats.QUANTILES]
-    note = Markup(r"\\[1pt]$\dagger$ n too small: a percentile $q$ needs $n(1-q)\ge 10$ samples.")
+    # a paragraph, not a line break: after a longtable there is no line to end
+    note = Markup(r"\par\noindent$\dagger$ n too small: a percentile $q$ needs $n(1-q)\ge 10$ samples.")
     return latex(pd.DataFrame(rows, columns=_h(*cols)), "ll" + "r" * 9) + note
 
 
@@ -121,14 +132,18 @@ def speedups(a: Analysis, c: int | None = None, kinds: tuple[str, ...] | None = 
     if kinds is not None:
         s = s[s["baseline_kind"].isin(kinds)]
     rows = [[escape(r["arm"]), escape(r["baseline"]), str(r["concurrency"]),
-             with_ci(r["speedup"], r["speedup_lo"], r["speedup_hi"], 3), _between(r), str(r["pairs"]),
-             num(r["sign_p"], 3), f"{_pct(r['sd_arm'])} / {_pct(r['sd_baseline'])}", _pct(r["mde"]),
-             _pct(r.get("drift_bias"), 2), _verdict(r), with_ci(r["pooled_speedup"], r["boot_lo"], r["boot_hi"], 2)]
+             with_ci(r["speedup"], r["speedup_lo"], r["speedup_hi"], 3), _verdict(r), _between(r), str(r["pairs"]),
+             f"{_pct(r['sd_arm'])} / {_pct(r['sd_baseline'])}", _pct(r["mde"]),
+             _pct(r.get("drift_bias"), 2), with_ci(r["pooled_speedup"], r["boot_lo"], r["boot_hi"], 2)]
             for r in s.to_dict("records")]
-    df = pd.DataFrame(rows, columns=_h("arm", "over", "C", r"ratio [95\% CI]", r"pairs alone (runs' sd \%)",
-                                       "pairs", "sign $p$", r"noise sd \%", r"MDE \%", r"drift \%", "verdict",
-                                       r"pooled [req.\ boot.]"))
-    return latex(df, "llrrrrrrrrp{1.9cm}r")
+    # no sign test beside the verdict: the verdict follows the interval, and with few pairs the sign test cannot
+    # reach p < 0.05 at all (tables/speedups.csv keeps it)
+    df = pd.DataFrame(rows, columns=_h("arm", "over", "C", r"ratio [95\% CI]", "verdict",
+                                       r"pairs alone (runs' sd \%)", "pairs", r"noise sd \%", r"MDE \%",
+                                       r"drift \%", r"pooled [req.\ boot.]"))
+    if len(df) > MAX_PORTRAIT_ROWS:   # too long for one page and too wide to break in portrait: a landscape page
+        return Markup(r"\begin{landscape}") + latex(df, "llrrp{2.6cm}rrrrrr", long=True) + Markup(r"\end{landscape}")
+    return latex(df, "llrrp{2.2cm}rrrrrr")
 
 
 def _between(r: dict) -> Markup:
@@ -140,16 +155,33 @@ def _between(r: dict) -> Markup:
     return Markup(f"{num(r['within_lo'], 3)}--{num(r['within_hi'], 3)} ({num(100 * sd, 1)})")
 
 
+def _signed(x: float, digits: int = 0) -> str:
+    return ("+" if x >= 0 else "$-$") + str(num(abs(x), digits))
+
+
+def step_cost(r) -> Markup:
+    """The arm's verify step over the reference's as a cost: '+12% [+5 to +20]' (the step costs 12% more). The
+    analysis' step_time_ratio is the reference's step over the arm's (so that the throughput ratio is τ ratio ×
+    step-time ratio); its inverse reads forwards."""
+    g = r.get if isinstance(r, dict) else (lambda k: getattr(r, k))
+    x, lo, hi = g("step_time_ratio"), g("step_time_ratio_hi"), g("step_time_ratio_lo")
+    if missing(x) or not x:
+        return Markup("--")
+    out = _signed(100 * (1 / x - 1)) + r"\%"
+    if not (missing(lo) or missing(hi)) and lo and hi:
+        out += f" [{_signed(100 * (1 / lo - 1))} to {_signed(100 * (1 / hi - 1))}]"
+    return Markup(out)
+
+
 def decomposition(a: Analysis) -> Markup:
     d = a.decomposition
     rows = [[escape(r["arm"]), escape(r["reference"]), str(r["concurrency"]), str(r["pairs"]),
              with_ci(r["throughput_ratio"], r["throughput_ratio_lo"], r["throughput_ratio_hi"], 3),
-             with_ci(r["tau_ratio"], r["tau_ratio_lo"], r["tau_ratio_hi"], 3),
-             with_ci(r["step_time_ratio"], r["step_time_ratio_lo"], r["step_time_ratio_hi"], 3),
+             with_ci(r["tau_ratio"], r["tau_ratio_lo"], r["tau_ratio_hi"], 3), step_cost(r),
              num(r["tau_arm"], 2), num(r["tau_reference"], 2), num(r["step_ms_arm"], 2), num(r["step_ms_reference"], 2)]
             for r in d.to_dict("records")]
     df = pd.DataFrame(rows, columns=_h("arm", "over", "C", "pairs", r"throughput [95\% CI]",
-                                       r"$=\tau$ ratio [95\% CI]", r"$\times$ step ratio [95\% CI]",
+                                       r"$=\tau$ ratio [95\% CI]", r"$/$ step cost [95\% CI]",
                                        r"$\tau$", r"$\tau$ ref.", "step ms", "step ms ref."))
     return latex(df, "llrrrrrrrrr")
 
@@ -260,14 +292,33 @@ def checks(df: pd.DataFrame, long: bool = True) -> Markup:
     rows = [[_mark(r["status"]), escape(r["check"]), escape(r["scope"]), escape(r["evidence"])]
             for r in df.to_dict("records")]
     out = pd.DataFrame(rows, columns=_h("", "check", "scope", "evidence"))
-    return latex(out, r"lp{3.6cm}p{3.2cm}p{7.4cm}", long=long)
+    return latex(out, r"lp{3.6cm}p{3.2cm}p{8.4cm}", long=long)
 
 
 def check_counts(df: pd.DataFrame) -> Markup:
     g = df.groupby("check", sort=False)["status"].value_counts().unstack(fill_value=0)
-    rows = [[escape(name), str(r.get("fail", 0)), str(r.get("pass", 0)), str(r.get("n/a", 0))]
+    rows = [[escape(name), str(r.get("pass", 0)), str(r.get("fail", 0)), str(r.get("n/a", 0))]
             for name, r in g.iterrows()]
-    return latex(pd.DataFrame(rows, columns=_h("check", "fail", "pass", "n/a")), "lrrr")
+    return latex(pd.DataFrame(rows, columns=_h("check", "passed", "failed", "n/a")), "p{11cm}rrr")
+
+
+def checks_summary(df: pd.DataFrame) -> dict:
+    """The checks appendix: per kind of check how many passed, failed or did not apply; every failure; and every
+    reason a check did not apply, once, with the number of scopes it covers. Any check the analysis adds is read
+    the same way (columns check, scope, status, evidence); the full table is tables/checks.csv."""
+    counts = check_counts(df) if len(df) else Markup(r"\emph{(no checks)}")
+    bad = df[df["status"] == "fail"] if len(df) else df
+    na = df[df["status"] == "n/a"] if len(df) else df
+    reasons = []
+    if len(na):
+        for (check, why), g in na.groupby(["check", "evidence"], sort=False):
+            scopes = list(dict.fromkeys(g["scope"].astype(str)))
+            where = scopes[0] if len(scopes) == 1 else f"{len(scopes)} scopes, e.g. {scopes[0]}"
+            reasons.append([escape(check), escape(why), escape(where)])
+    na_table = (latex(pd.DataFrame(reasons, columns=_h("check", "why it does not apply", "where")),
+                      r"p{4.2cm}p{8.4cm}p{3.6cm}", long=len(reasons) > 25) if reasons else None)
+    return {"counts": counts, "failures": checks(bad) if len(bad) else None, "failed": len(bad),
+            "na": na_table, "na_count": len(na), "total": len(df)}
 
 
 def _mark(status: str) -> Markup:

@@ -47,6 +47,17 @@ def breakable(value, every: int = 16) -> Markup:
     return Markup(r"\allowbreak{}".join(escape(s[i:i + every]) for i in range(0, len(s), every)))
 
 
+def url(value) -> Markup:
+    """A web address as \\url (xurl breaks it anywhere, a break never splits it into two words), or escaped text
+    when it is not one. In \\url's argument only % and # need a backslash; braces and backslashes cannot be
+    typeset there and are dropped."""
+    s = str(value)
+    if not s.startswith(("http://", "https://")):
+        return breakable(s)
+    s = "".join(ch for ch in s if ch not in "{}\\" and 0x20 < ord(ch) < 0x7F)
+    return Markup(r"\url{" + s.replace("%", r"\%").replace("#", r"\#") + "}")
+
+
 Safe = Markup    # TeX written by us, not to be escaped again
 
 
@@ -82,6 +93,6 @@ def environment() -> jinja2.Environment:
         variable_start_string="(((", variable_end_string=")))", comment_start_string="((=",
         comment_end_string="=))", line_statement_prefix=None, trim_blocks=True, lstrip_blocks=True,
         autoescape=False, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    env.filters.update(e=escape, num=num, ci=ci, breakable=breakable)
+    env.filters.update(e=escape, num=num, ci=ci, breakable=breakable, url=url)
     env.finalize = lambda v: v if isinstance(v, Markup) else escape(v)
     return env

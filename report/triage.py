@@ -1,9 +1,7 @@
 """The report's divergence triage (analysis.triage): counts per arm, the threshold and where it comes
-from, the gap distribution figure, and the failures."""
+from, and the failures. Its figure, the gap distribution, is drawn with the others (report.figures.triage)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -76,39 +74,3 @@ def context(a: Analysis) -> dict | None:
             "margin_p50": _q(margins, 0.5), "margin_max": num(margins.max(), 3) if len(margins) else Markup("--"),
             "retokenized": bool(len(t.counts) and (t.counts["token_source"] != tr.SERVER).any()),
             "has_figure": bool(len(div))}
-
-
-def figure(a: Analysis, path: Path) -> Path:
-    from report.figures import _save
-    return _save(draw(a), path)
-
-
-def draw(a: Analysis):
-    """ECDFs on a log axis: the top-1/top-2 gap at every position of the ar references, and the margin of
-    each distinct divergence; the threshold as a line."""
-    from report.figures import _label, plt
-    t = a.triage
-    fig, ax = plt.subplots(figsize=(5.2, 2.8))
-    floor = 1e-4
-    if t is None or (not len(t.position_gaps) and t.divergences.empty):
-        ax.text(0.5, 0.5, "no divergence to triage", ha="center", transform=ax.transAxes)
-        return fig
-    _ecdf(ax, t.position_gaps, floor, f"gap, every position of the ar outputs (n={len(t.position_gaps)})", "-")
-    d = t.divergences
-    for verdict, style in ((tr.TIE, "--"), (tr.FAILURE, ":")):
-        m = d.loc[d["verdict"] == verdict, "margin"].dropna().to_numpy(dtype=float) if len(d) else np.zeros(0)
-        if len(m):
-            _ecdf(ax, m, floor, _label(f"margin, divergences: {verdict} (n={len(m)})"), style, marker=".")
-    ax.axvline(t.threshold, color="black", lw=0.8)
-    ax.annotate(f"threshold {t.threshold:g}", (t.threshold, 0.5), xytext=(3, 0), textcoords="offset points",
-                fontsize=6)
-    ax.set(xscale="log", xlabel="fp32 logit gap / margin", ylabel="share at or below",
-           title="Target's fp32 logit gap: all positions vs the divergences")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=1, frameon=False)
-    return fig
-
-
-def _ecdf(ax, values, floor, label, style, marker=None):
-    x = np.sort(np.maximum(np.asarray(values, dtype=float), floor))
-    if len(x):
-        ax.step(x, np.arange(1, len(x) + 1) / len(x), style, where="post", label=label, marker=marker, ms=3)

@@ -127,8 +127,10 @@ def edge(d: pd.DataFrame, x: str, y: str, c: int) -> str:
         return ""
     accepts = _factor("$\\tau$ ratio", r.tau_ratio, r.tau_ratio_lo, r.tau_ratio_hi, "accepts more", "accepts less",
                       "accepts as much")
-    costs = _factor("step-time ratio", r.step_time_ratio, r.step_time_ratio_lo, r.step_time_ratio_hi, "costs less",
-                    "costs more", "costs as much")
+    cost = tables.step_cost(r)
+    lo, hi = r.step_time_ratio_lo, r.step_time_ratio_hi
+    costs = (f"its step costs more ({cost})" if hi < 1 else f"its step costs less ({cost})" if lo > 1 else
+             f"its step costs as much within noise ({cost})")
     return f"; per verify step it {accepts} and {costs}"
 
 
@@ -177,11 +179,10 @@ def decomposition_table(a) -> Markup:
              SimpleNamespace(verdict=compare.verdict(r.throughput_ratio_lo, r.throughput_ratio_hi), n_to_resolve=None,
                              pairs=r.pairs))
         rows.append([escape(r.arm), escape(r.reference), str(r.concurrency),
-                     with_ci(r.tau_ratio, r.tau_ratio_lo, r.tau_ratio_hi, 3),
-                     with_ci(r.step_time_ratio, r.step_time_ratio_lo, r.step_time_ratio_hi, 3),
+                     with_ci(r.tau_ratio, r.tau_ratio_lo, r.tau_ratio_hi, 3), tables.step_cost(r),
                      with_ci(r.throughput_ratio, r.throughput_ratio_lo, r.throughput_ratio_hi, 3), str(r.pairs),
                      _cell_verdict(v)])
-    cols = _h("arm", "over", "C", r"$\tau$ ratio [95\% CI]", r"$\times$ step-time ratio", r"$=$ throughput ratio",
+    cols = _h("arm", "over", "C", r"$\tau$ ratio [95\% CI]", r"$/$ step cost [95\% CI]", r"$=$ throughput ratio",
               "pairs", "verdict")
     return tables.latex(pd.DataFrame(rows, columns=cols), "llrrrrrp{2.8cm}")
 

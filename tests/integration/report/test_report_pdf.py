@@ -67,19 +67,22 @@ def test_text_has_the_table_numbers(built):
         assert f"{r['product']:.3f}" in flat
 
 
-def test_summary_sentence_carries_number_and_interval(built):
-    a, _, text = built
-    flat = re.sub(r"\s+", " ", text)
-    r = a.speedups[(a.speedups["arm"] == "tree--b15.k8") & (a.speedups["baseline"] == "linear-b16")
+def test_page_one_row_carries_number_interval_and_verdict(built):
+    a, pdf, _ = built
+    page = subprocess.run(["pdftotext", "-f", "1", "-l", "1", "-layout", str(pdf), "-"], capture_output=True,
+                          text=True, check=True).stdout
+    flat = re.sub(r"\s+", " ", page)
+    r = a.speedups[(a.speedups["arm"] == "tree--b15.k8") & (a.speedups["baseline_kind"] == "ar")
                    & (a.speedups["concurrency"] == 1)].iloc[0]
-    assert (f"tree--b15.k8 delivers {r['speedup']:.2f}× (95% CI {r['speedup_lo']:.2f}–{r['speedup_hi']:.2f}) "
-            f"the throughput of linear-b16 at C=1") in flat
+    assert f"{r['speedup']:.2f} ({r['speedup_lo']:.2f}–{r['speedup_hi']:.2f}) {r['verdict']}" in flat
 
 
-def test_failures_are_listed_before_passes(built):
-    _, _, text = built
-    trust = text[text.index("Trust checks"):]
-    assert trust.index("FAIL") < trust.index("pass")
+def test_every_failure_is_listed_once_in_the_checks_appendix(built):
+    a, _, text = built
+    appendix = text[text.index("Every check by kind"):]
+    failed = int((a.checks["status"] == "fail").sum())
+    assert failed and appendix.count("FAIL") == failed
+    assert "tables/checks.csv" in re.sub(r"\s+", " ", appendix)
 
 
 def test_hostile_prompt_ids_survive(built):

@@ -37,7 +37,7 @@ def test_a_hostile_string_is_escaped_once_in_a_longtable():
     assert tex.count(ESCAPED) == 2 and _plain_tex(tex)
     row = next(ln for ln in tex.splitlines() if ESCAPED in ln)
     assert _cells(row) == 4 and row.endswith("\\\\%")
-    assert tex.startswith(r"\begin{longtable}{@{}lp{3.6cm}p{3.2cm}p{7.4cm}@{}}")
+    assert tex.startswith(r"\begin{longtable}{@{}lp{3.6cm}p{3.2cm}p{8.4cm}@{}}")
     head, body = tex.split(r"\endlastfoot")
     # the header and its rules repeat on each page; each page but the last says the table goes on
     assert re.search(r"\\toprule%\n&check&scope&evidence\\\\%\n\\midrule%\n\\endhead", head)
@@ -47,10 +47,12 @@ def test_a_hostile_string_is_escaped_once_in_a_longtable():
 
 def test_a_hostile_string_is_escaped_in_a_tabular_even_first_in_its_row():
     tex = str(tables.check_counts(_checks(HOSTILE).iloc[::-1]))
-    assert tex.startswith(r"\begin{tabular}{@{}lrrr@{}}%" + "\n\\toprule%\ncheck&fail&pass&n/a\\\\%\n\\midrule%\n")
+    # a tabular is boxed to the text width: never wider than the line
+    assert tex.startswith(r"\adjustbox{max width=\linewidth}{\begin{tabular}{@{}p{11cm}rrr@{}}%"
+                          + "\n\\toprule%\ncheck&passed&failed&n/a\\\\%\n\\midrule%\n")
     # braced, the leading [ cannot be read as the optional argument of the \\ before it
-    assert "\\\\%\n" + ESCAPED + "&1&0&0\\\\" in tex
-    assert _plain_tex(tex) and tex.rstrip().endswith("\\bottomrule%\n%\n\\end{tabular}")
+    assert "\\\\%\n" + ESCAPED + "&0&1&0\\\\" in tex
+    assert _plain_tex(tex) and tex.rstrip().endswith("\\bottomrule%\n%\n\\end{tabular}}")
 
 
 def test_cells_and_headers_are_taken_as_tex():
@@ -60,7 +62,7 @@ def test_cells_and_headers_are_taken_as_tex():
 
 def test_align_must_match_the_columns_and_an_empty_frame_says_none():
     df = pd.DataFrame([["a", "1"]], columns=["x", "y"])
-    assert str(tables.latex(df)).startswith(r"\begin{tabular}{@{}lr@{}}")
+    assert str(tables.latex(df)).startswith(r"\adjustbox{max width=\linewidth}{\begin{tabular}{@{}lr@{}}")
     with pytest.raises(TableRowSizeError):
         tables.latex(df, "lrr")
     assert tables.latex(df.iloc[:0]) == r"\emph{(none)}"

@@ -28,3 +28,11 @@ def test_numbers():
     assert with_ci(1.5, 1.2, 1.8) == "1.50 [1.20--1.80]"
     assert with_ci(1.5, float("nan"), float("nan")) == "1.50"
     assert breakable("abcdefgh", 4) == r"abcd\allowbreak{}efgh"
+
+
+def test_a_web_address_is_a_url_never_split_by_hand():
+    from report.tex import url
+    assert str(url("https://github.com/Rancy-Wang/sglang")) == r"\url{https://github.com/Rancy-Wang/sglang}"
+    assert str(url("https://x.org/a%20b#frag")) == r"\url{https://x.org/a\%20b\#frag}"
+    assert str(url("https://x.org/{evil}\\")) == r"\url{https://x.org/evil}"
+    assert r"\url" not in str(url("not recorded"))

@@ -4,8 +4,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from analysis import triage as tr
+from report import figures
 from report import triage as rt
 from report.tex import environment
 
@@ -45,6 +47,8 @@ def test_not_triaged_says_why():
     assert "Divergences not triaged: the target x is not a local checkpoint" in tex
 
 
-def test_figure_draws_with_and_without_divergences(tmp_path):
-    assert rt.figure(SimpleNamespace(triage=hand_triage()), tmp_path / "a.pdf").stat().st_size > 0
-    assert rt.figure(SimpleNamespace(triage=tr.empty()), tmp_path / "b.pdf").stat().st_size > 0
+def test_figure_draws_with_divergences_and_is_omitted_without():
+    fig = figures.triage(SimpleNamespace(triage=hand_triage()))
+    assert not figures.empty(fig)
+    with pytest.raises(figures.NoData, match="nothing to triage"):
+        figures.triage(SimpleNamespace(triage=tr.empty()))

@@ -136,7 +136,8 @@ def test_one_sentence_per_concurrency_each_as_far_as_its_interval_goes(tmp_path)
     assert "1.090$\\times$ the runner-up linear-b16 (95\\% CI 1.060--1.120 over 6 repetition pairs" in one
     # the decomposition's factors, each in the words its interval supports
     assert "accepts more ($\\tau$ ratio 1.130$\\times$, 95\\% CI 1.100--1.150)" in one
-    assert "costs more (step-time ratio 0.965$\\times$" in one
+    # the step-time factor reads forwards: the tree's step over the linear arm's, as a cost (1 / 0.965: +4%)
+    assert "its step costs more (+4\\% [+2 to +5])" in one
     # within noise: no winner named, the pairs that would resolve it given
     assert "within noise of each other" in four and "does not say which is faster" in four
     assert "is fastest" not in four and "faster at 95" not in four
@@ -168,7 +169,7 @@ def test_the_decomposition_read_backwards_inverts_every_factor():
 
 def test_the_decomposition_table_carries_the_within_noise_pairs(tmp_path):
     tex = str(verdict.decomposition_table(_analysis(tmp_path)))
-    assert "1.130 [1.100--1.150]" in tex and "0.965 [0.950--0.980]" in tex
+    assert "1.130 [1.100--1.150]" in tex and "+4\\% [+2 to +5]" in tex   # step cost, not its inverse
     assert "within noise; $\\approx$40 pairs would resolve it" in tex
 
 

@@ -1,0 +1,390 @@
+"""Page 1 of the report: what to deploy, by how much and how sure.
+
+A header (model pair, engine and build, hardware, run, commit, date); per concurrency (and sampling setting, CUDA
+graphs switch) every arm's output throughput and its TPOT/TTFT p50 and p99, its ratio to AR and to the best linear
+arm with the interval and the verdict the interval supports; one recommendation per group; a box of regressions
+(a speculative arm slower than AR, a tree slower than its chain or linear arm); a box of failed checks; and the
+correctness of the run in one line. Every ratio is arm over reference in output throughput: higher is better."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from markupsafe import Markup
+
+from analysis import standings, stats
+from analysis.triage import TIE
+from report.tex import ci, escape, missing, num
+
+KIND_RANK = {"ar": 0, "linear": 1, "chain": 2, "tree": 3}   # the simpler arm first, where two are within noise
+MAX_LISTED = 8    # kinds of failed check listed on page 1; every failure is in the checks appendix
+
+
+# ---- header ---------------------------------------------------------------------------------------------------
+
+def _short(sha, n: int = 12) -> str:
+    return str(sha)[:n] if sha else "not recorded"
+
+
+def engine(a) -> str:
+    """The engine and its build: kind, runtime, version; the fork's commit and its patches where the manifest has
+    sglang_source."""
+    p, m = a.run.profile, a.run.manifest
+    out = f"{p.backend.kind} ({p.backend.runtime})" + (f" {p.backend.version}" if p.backend.version else "")
+    src = (m.model_extra or {}).get("sglang_source") or {}
+    build = src.get("source") or {}
+    if build:
+        repo = str(build.get("repo", "")).removeprefix("https://github.com/") or "fork"
+        picks = [_short(x.get("commit"), 9) for x in build.get("cherry_picks") or []]
+        patches = [str(x.get("file", "")).rsplit("/", 1)[-1].removesuffix(".patch")
+                   for x in build.get("patches") or []]
+        out += (f"; build {repo} @ {_short(build.get('commit'), 9)}"
+                + (f" + cherry-pick {', '.join(picks)}" if picks else "")
+                + (f" + {len(patches)} patch{'es' if len(patches) != 1 else ''} ({', '.join(patches)})"
+                   if patches else "")
+                + (f", head {_short(build.get('head'), 9)}" if build.get("head") else ""))
+    return out
+
+
+def hardware(a) -> str:
+    host = a.run.manifest.host
+    names = [str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in host.gpus]
+    if names:
+        counts = pd.Series(names).value_counts()
+        gpus = ", ".join(f"{n} $\\times$ {escape(name)}" for name, n in counts.items())
+        return Markup(gpus + (f" (driver {escape(host.driver)})" if host.driver else "")
+                      + f"; {escape(host.cpu or 'CPU not recorded')}, {host.cores or '?'} cores")
+    return Markup(f"CPU only: {escape(host.cpu or 'not recorded')}, {host.cores or '?'} cores")
+
+
+def header(a) -> list[tuple[str, Markup]]:
+    p, m = a.run.profile, a.run.manifest
+    pair = f"target {p.models.target}, drafter {p.models.drafter or 'none'}"
+    commit = _short(m.git.sha) + (" (dirty tree)" if m.git.dirty else "")
+    started = str(m.started or "not recorded").replace("T", " ")[:19]
+    return [("model pair", Markup(escape(pair))), ("engine and build", Markup(escape(engine(a)))),
+            ("hardware", hardware(a)),
+            ("run", Markup(f"\\texttt{{{escape(a.run.path.name)}}}, profile \\texttt{{{escape(p.name)}}}")),
+            ("commit", Markup(f"\\texttt{{{escape(commit)}}}")), ("date", Markup(escape(started + " UTC")))]
+
+
+# ---- the deployment table ---------------------------------------------------------------------------------------
+
+def groups(a) -> list[dict]:
+    """Per (sampling setting, CUDA graphs switch, C): the arms measured there with a throughput, best first."""
+    s = a.summary
+    if s.empty:
+        return []
+    g, st = standings.graphs(a), standings.sampling(a)
+    s = s.assign(cuda_graphs=s["arm"].map(g), sampling=s["arm"].map(st)).dropna(subset=["throughput"])
+    many_settings = s["sampling"].nunique() > 1
+    many_graphs = s["cuda_graphs"].nunique() > 1
+    order = {x.id: i for i, x in enumerate(a.run.profile.arms)}
+    out = []
+    for (setting, on, c), d in s.groupby(["sampling", "cuda_graphs", "concurrency"], sort=True):
+        title = f"C={int(c)}" + (f", sampling {setting}" if many_settings else "") + \
+            (f", CUDA graphs {'on' if on else 'off'}" if many_graphs else "")
+        d = d.assign(_o=d["arm"].map(order)).sort_values("_o")
+        out.append({"title": title, "c": int(c), "rows": d, "sampling": setting, "graphs": bool(on)})
+    # the profile's group order: graphs on before off, settings in profile order
+    setting_order = {x.label: i for i, x in enumerate(a.run.profile.workload.settings())}
+    out.sort(key=lambda g_: (setting_order.get(g_["sampling"], 99), not g_["graphs"], g_["c"]))
+    return out
+
+
+def _percentiles(a, arm: str, c: int) -> dict[str, Markup]:
+    """TTFT and TPOT p50 and p99 in ms over the measured requests of the arm's finished cells at C, pooled over
+    repetitions; a dagger where n is too small for the percentile."""
+    r = a.requests
+    ok = a.cells[(a.cells["arm"] == arm) & (a.cells["concurrency"] == c) & (a.cells["status"] == "ok")]
+    m = r[(r["arm"] == arm) & (r["concurrency"] == c) & r["ok"].astype(bool) & ~r["warmup"].astype(bool)
+          & r["repetition"].isin(ok["repetition"])]
+    if "in_window" in m:
+        m = m[m["in_window"].astype(bool)]
+    out = {}
+    for col in ("tpot_s", "ttft_s"):
+        x = m[col].dropna().to_numpy(dtype=float)
+        for q in (0.5, 0.99):
+            key = f"{col[:4]}_p{round(100 * q)}"
+            out[key] = (num(1e3 * np.quantile(x, q), 1 if col == "ttft_s" else 2) if stats.printable(len(x), q)
+                        else Markup(r"$\dagger$"))
+    return out
+
+
+def _ar(a, arm: str, c: int) -> dict | None:
+    """The arm's speedups row against ar at C (analysis matched the ar arm), or None."""
+    s = a.speedups
+    if s.empty:
+        return None
+    row = s[(s["arm"] == arm) & (s["baseline_kind"] == "ar") & (s["concurrency"] == c)]
+    return row.iloc[0].to_dict() if len(row) else None
+
+
+def verdict_word(v: str) -> str:
+    return {"faster": "faster", "slower": "slower", "within noise": "within noise"}.get(v, v or "not compared")
+
+
+def ratio_cell(x, lo, hi, verdict: str) -> Markup:
+    """'1.23 (1.10--1.35) faster': the verdict is what the interval says, never more."""
+    if missing(x):
+        return Markup("--")
+    band = ci(lo, hi, 2)
+    word = verdict_word(verdict)
+    word = Markup(f"\\textbf{{{word}}}") if word in ("faster", "slower") else Markup(escape(word))
+    return Markup(f"{num(x, 2)}" + (f" ({band})" if band else "") + f" {word}")
+
+
+def best_linear(a, g: dict) -> str | None:
+    kinds = a.kinds
+    lin = g["rows"][g["rows"]["arm"].map(kinds) == "linear"]
+    return None if lin.empty else str(lin.sort_values("throughput", ascending=False).iloc[0]["arm"])
+
+
+def rows(a, g: dict, pick: str | None) -> list[list[Markup]]:
+    kinds, c = a.kinds, g["c"]
+    lin = best_linear(a, g)
+    out = []
+    for r in g["rows"].itertuples():
+        kind = kinds.get(r.arm)
+        p = _percentiles(a, r.arm, c)
+        if kind == "ar":
+            vs_ar = Markup("1 (reference)")
+        else:
+            sp = _ar(a, r.arm, c)
+            vs_ar = (ratio_cell(sp["speedup"], sp["speedup_lo"], sp["speedup_hi"], sp["verdict"]) if sp else
+                     Markup("no ar arm"))
+        if lin is None:
+            vs_lin = Markup("--")
+        elif r.arm == lin:
+            vs_lin = Markup("1 (best linear)")
+        else:
+            pr = standings.pair_ratio(a, r.arm, lin, c)
+            vs_lin = ratio_cell(pr["speedup"], pr["speedup_lo"], pr["speedup_hi"], pr["verdict"])
+        shown = escape(_shown(a, r.arm))
+        name = Markup(f"\\textbf{{{shown}}}$^\\star$") if r.arm == pick else Markup(shown)
+        out.append([name, num(r.throughput, 1), p["tpot_p50"], p["tpot_p99"], p["ttft_p50"], p["ttft_p99"],
+                    vs_ar, vs_lin])
+    return out
+
+
+def deployment_table(a, gs: list[dict], picks: dict[str, str | None]) -> Markup:
+    """One longtable (it may run onto page 2: page 1 keeps the recommendation and the boxes above it), a group
+    row per C (and sampling setting, graphs switch); arms by their base name where the group names the setting."""
+    head = (r"arm & tok/s & \multicolumn{2}{c}{TPOT ms} & \multicolumn{2}{c}{TTFT ms} & $\times$ AR (95\% CI) "
+            r"& $\times$ best linear (95\% CI) \\" "\n"
+            r" & & p50 & p99 & p50 & p99 & & \\")
+    body = []
+    for g in gs:
+        lin = best_linear(a, g)
+        body.append(r"\midrule" + "\n" + rf"\multicolumn{{8}}{{@{{}}l}}{{\textit{{{escape(g['title'])}}}"
+                    + (f" (best linear: {escape(_shown(a, lin))})" if lin else "") + r"}\\*")
+        for row in rows(a, g, picks.get(g["title"])):
+            body.append(" & ".join(str(x) for x in row) + r" \\")
+    return Markup(r"\begin{longtable}{@{}lrrrrrll@{}}" "\n" r"\toprule" "\n" + head + "\n" r"\midrule\endhead"
+                  "\n" r"\multicolumn{8}{r}{\emph{continued on the next page}}\\\endfoot" "\n"
+                  r"\bottomrule\endlastfoot" "\n" + "\n".join(body) + "\n" r"\end{longtable}")
+
+
+def _shown(a, arm: str) -> str:
+    """An arm as the table prints it: a measured arm ('<arm>@<setting>') by its base arm where settings vary (the
+    group's title names the setting)."""
+    return a.run.profile.arm(arm).server
+
+
+# ---- one recommendation per group ----------------------------------------------------------------------------
+
+def _simplicity(a, arm: str) -> tuple:
+    x = a.run.profile.arm(arm)
+    return (KIND_RANK.get(x.kind, 9), x.tree_budget or 0, x.block_size or 0, arm)
+
+
+def recommend(a, g: dict) -> tuple[str | None, Markup]:
+    """(the arm to deploy, the sentence): the fastest arm by throughput, or the simplest arm within noise of it."""
+    d = g["rows"].sort_values("throughput", ascending=False)
+    c = g["c"]
+    best = str(d.iloc[0]["arm"])
+    if len(d) == 1:
+        return best, Markup(f"{escape(g['title'])}: only {escape(_shown(a, best))} was measured "
+                            f"({num(d.iloc[0]['throughput'], 1)} tok/s); nothing to compare it with.")
+    near, unresolved = [], []
+    for r in d.iloc[1:].itertuples():
+        pr = standings.pair_ratio(a, best, r.arm, c)
+        if pr["verdict"] == "within noise":
+            near.append((r.arm, pr))
+        elif pr["verdict"] != "faster":
+            unresolved.append((r.arm, pr))
+    pick = min([best] + [x for x, _ in near], key=lambda x: _simplicity(a, x))
+    tput = float(d.set_index("arm").loc[pick, "throughput"])
+    sp = _ar(a, pick, c)
+    vs = (f", {num(sp['speedup'], 2)}$\\times$ AR (95\\% CI {ci(sp['speedup_lo'], sp['speedup_hi'], 2) or 'none'}, "
+          f"{verdict_word(sp['verdict'])})" if sp else "")
+    what = ("no speculation" if a.kinds.get(pick) == "ar" else "")
+    lead = (f"{escape(g['title'])}: \\textbf{{deploy {escape(_shown(a, pick))}}}" + (f" ({what})" if what else "")
+            + f": {num(tput, 1)} tok/s{vs}")
+    if pick == best:
+        rest = ([f"{escape(_shown(a, x))} is within noise of it ({num(pr['speedup'], 2)}$\\times$, 95\\% CI "
+                 f"{ci(pr['speedup_lo'], pr['speedup_hi'], 2)})" for x, pr in near[:2]])
+        tail = (f"; {'; '.join(rest)}, but not simpler" if rest else
+                "; faster than every other arm at 95\\% confidence" if not unresolved else "")
+    else:
+        pr = dict(near)[pick]
+        b, k = escape(_shown(a, best)), escape(_shown(a, pick))
+        tail = (f"; {b} has the highest mean throughput but is within noise of it ({b} / "
+                f"{k} $=$ {num(pr['speedup'], 2)}$\\times$, 95\\% CI "
+                f"{ci(pr['speedup_lo'], pr['speedup_hi'], 2)}): prefer the simpler")
+    if unresolved:
+        tail += (f"; not separated from {', '.join(escape(x) for x, _ in unresolved)} (too few repetition pairs "
+                 f"for an interval)")
+    return pick, Markup(lead + tail + ".")
+
+
+# ---- regressions -------------------------------------------------------------------------------------------------
+
+def step_cost(r) -> str:
+    """A decomposition row's step factor as cost: 'its step costs N% more (95% CI lo–hi)'. The analysis' step-time
+    ratio is the reference's step over the arm's; its inverse is the arm's step over the reference's."""
+    x, lo, hi = 1 / r["step_time_ratio"], 1 / r["step_time_ratio_hi"], 1 / r["step_time_ratio_lo"]
+    if missing(x):
+        return ""
+    more = x >= 1
+    pct = num(100 * abs(x - 1), 0)
+    band = (f", 95\\% CI {num(100 * (lo - 1), 0)} to {num(100 * (hi - 1), 0)}\\%"
+            if not (missing(lo) or missing(hi)) else "")
+    return f"its step costs {pct}\\% {'more' if more else 'less'}{band}"
+
+
+MAX_REGRESSIONS = 8   # lines in the box; the rest are in the headline table
+
+
+def _title(a, arm: str, c: int) -> str:
+    """The deployment table's group of an arm at C, as its title says it."""
+    s = a.summary
+    st, g = standings.sampling(a), standings.graphs(a)
+    many_settings = len(set(st.values())) > 1
+    many_graphs = len(set(g.values())) > 1
+    return (f"C={int(c)}" + (f", sampling {st[arm]}" if many_settings else "")
+            + (f", CUDA graphs {'on' if g[arm] else 'off'}" if many_graphs else "")) if len(s) else f"C={c}"
+
+
+def _short_ratio(x, lo, hi) -> str:
+    band = ci(lo, hi, 2)
+    return f"{num(x, 2)}$\\times$" + (f" ({band})" if band else "")
+
+
+def regressions(a) -> list[Markup]:
+    """A speculative arm slower than AR (one line per group), a tree slower than its chain or linear arm (one line
+    each, with where the loss comes from: τ and the step's cost), at 95% confidence."""
+    s, kinds = a.speedups, a.kinds
+    if s.empty:
+        return []
+    slow = s[s["verdict"] == "slower"]
+    out: list[Markup] = []
+    vs_ar = slow[slow["baseline_kind"] == "ar"]
+    by_group: dict[str, list] = {}
+    for r in vs_ar.itertuples():
+        by_group.setdefault(_title(a, r.arm, r.concurrency), []).append(r)
+    for title, rs in by_group.items():
+        listed = ", ".join(f"{escape(_shown(a, r.arm))} {_short_ratio(r.speedup, r.speedup_lo, r.speedup_hi)}"
+                           for r in rs)
+        out.append(Markup(f"slower than AR at {escape(title)}: {listed}" + _caveat(a, rs[0].arm) + "."))
+    d = a.decomposition
+    trees = slow[(slow["arm"].map(kinds) == "tree") & slow["baseline_kind"].isin(("chain", "linear"))]
+    lines = []
+    for r in trees.itertuples():
+        why = ""
+        if len(d):
+            m = d[(d["arm"] == r.arm) & (d["reference"] == r.baseline) & (d["concurrency"] == r.concurrency)]
+            if len(m):
+                row = m.iloc[0]
+                why = (f": it accepts {num(row['tau_ratio'], 2)}$\\times$ the tokens per step and "
+                       f"{step_cost(row)}")
+        where = escape(_title(a, r.arm, r.concurrency))
+        lines.append(Markup(f"{escape(_shown(a, r.arm))} / {escape(_shown(a, r.baseline))} at {where} "
+                            f"$=$ \\textbf{{{num(r.speedup, 2)}$\\times$}} (95\\% CI "
+                            f"{ci(r.speedup_lo, r.speedup_hi, 2)}){why}."))
+    room = max(MAX_REGRESSIONS - len(out), 2)
+    out += lines[:room]
+    if len(lines) > room:
+        out.append(Markup(f"and {len(lines) - room} more tree regressions in the headline table (Section 2)."))
+    return out
+
+
+def _caveat(a, arm: str) -> str:
+    """At T>0 with top-p on the reference engine a speculative arm's loss to AR is flagged as the engine's: it sorts
+    the whole vocabulary for top-p at every verified node (refengine/sampling.py), where AR sorts once per token."""
+    p = a.run.profile
+    st = p.sampling_for(arm)
+    if p.backend.kind != "refengine" or st.greedy or st.top_p >= 1:
+        return ""
+    where = "; Section~\\ref{sec:temperature}" if len(p.workload.settings()) > 1 else ""
+    return (" (\\textbf{engine artifact}: with top-p the reference engine sorts the vocabulary at every verified "
+            f"node, where AR sorts once per token: this engine's sampling cost, not speculation's{where})")
+
+
+# ---- failed checks and correctness ----------------------------------------------------------------------------
+
+def failed_checks(a) -> tuple[int, int, list[Markup]]:
+    """The failed checks, one line per kind of check: how many, where (the first scopes), one piece of evidence."""
+    ch = a.checks
+    bad = ch[ch["status"] == "fail"]
+    items = []
+    for check, g in bad.groupby("check", sort=False):
+        scopes = list(dict.fromkeys(g["scope"].astype(str)))
+        where = ", ".join(scopes[:3]) + (f" and {len(scopes) - 3} more" if len(scopes) > 3 else "")
+        items.append((check, len(g), where, g["evidence"].iloc[0]))
+    # with several kinds, one short line each; with one or two, an example of the evidence too
+    items = [Markup(f"\\textbf{{{escape(c)}}}: {n} failed ({escape(w)})"
+                    + (f"; e.g. {escape(_clip(e, 160))}" if len(items) <= 2 else "")) for c, n, w, e in items]
+    if len(items) > MAX_LISTED:
+        more = Markup(f"and {len(items) - MAX_LISTED} more kinds (Appendix~\\ref{{app:checks}})")
+        items = items[:MAX_LISTED] + [more]
+    return len(bad), len(ch), items
+
+
+def _clip(text, n: int = 220) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
+def dtype(a) -> str:
+    d = getattr(getattr(a.run.profile, "runtime", None), "dtype", None)
+    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(str(d), "numerical")
+
+
+def correctness(a) -> Markup:
+    """The lossless check in one line: failures, ties (with the largest tie margin), or why it does not apply."""
+    kinds = a.kinds
+    ll = a.lossless
+    spec = ll[ll["arm"].map(kinds) != "ar"] if len(ll) else ll
+    if a.lossless_note or spec.empty:
+        return Markup(f"lossless at T=0: not checked ({escape(a.lossless_note or 'no speculative arm compared')})")
+    outputs = int(spec["compared"].sum())
+    t = a.triage
+    if (spec["match_rate"] == 1).all():
+        return Markup(f"lossless: 0 failures, 0 ties (all {outputs} speculative outputs identical to AR's)")
+    if t is None or t.note or t.counts.empty:
+        why = f" ({escape(t.note)})" if t is not None and t.note else ""
+        return Markup(f"lossless: not established, {outputs - int(spec['exact'].sum())} of {outputs} outputs "
+                      f"differ from AR's and were not triaged{why}")
+    cnt = t.counts[(t.counts["comparison"] == "lossless") & t.counts["arm"].isin(list(spec["arm"]))]
+    ties, bad = int(cnt["ties"].sum()), int(cnt["failures"].sum())
+    div = t.divergences
+    tie_margin = (div.loc[(div["verdict"] == TIE) & (div["comparison"] == "lossless"), "margin"].max()
+                  if len(div) and "verdict" in div else float("nan"))
+    largest = f" (largest margin {num(tie_margin, 2)})" if not missing(tie_margin) else ""
+    word = "\\textbf{\\textcolor{failred}{LOSSY}}" if bad else "lossless"
+    return Markup(f"{word}: {bad} failure{'s' if bad != 1 else ''}, {ties} {dtype(a)} tie{'s' if ties != 1 else ''}"
+                  f"{largest} over {outputs} speculative outputs; the raw exact-match rate is in "
+                  f"Appendix~\\ref{{app:exact}}")
+
+
+# ---- the page --------------------------------------------------------------------------------------------------
+
+def context(a) -> dict:
+    gs = groups(a)
+    recs = [recommend(a, g) for g in gs]
+    picks = {g["title"]: pick for g, (pick, _) in zip(gs, recs, strict=True)}
+    n_bad, n_checks, failed = failed_checks(a)
+    return {"header": header(a), "table": deployment_table(a, gs, picks) if gs else Markup(r"\emph{(no arm finished)}"),
+            "recommendations": [s for _, s in recs], "regressions": regressions(a),
+            "failed": failed, "failed_count": n_bad, "checks": n_checks, "correctness": correctness(a)}
