@@ -63,6 +63,27 @@ def read_memory(gpus: list[int]) -> tuple[int, int] | None:
     return parse_memory(proc.stdout)
 
 
+def count_gpus() -> int | None:
+    """How many NVIDIA GPUs this machine has; None without nvidia-smi."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    proc = subprocess.run([exe, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True,
+                          timeout=30)
+    return len(proc.stdout.split()) if proc.returncode == 0 else 0
+
+
+def missing_gpus(gpus: list[int], count: int | None) -> str | None:
+    """Why placement.gpus cannot be served here, or None when every id exists."""
+    if count is None:
+        return f"placement.gpus {gpus}: no NVIDIA GPU here (nvidia-smi not found)"
+    absent = [g for g in gpus if g >= count]
+    if absent:
+        have = "none" if count == 0 else f"ids 0-{count - 1}"
+        return f"placement.gpus {gpus}: this machine has {count} GPU(s) ({have}); {absent} do not exist"
+    return None
+
+
 def fraction(share: float, free: int, total: int) -> float:
     """The --mem-fraction-static that gives a server share x total bytes when free bytes are free at its start."""
     want = share * total

@@ -71,6 +71,12 @@ def problems(profile: Profile, report: bool = True) -> list[str]:
             continue  # the server reads it from the Hugging Face cache
         if not (repo_path(ref) / "config.json").is_file():
             out.append(f"models.{role}: {repo_path(ref)} holds no config.json")
+    if profile.placement.device == "cuda" and profile.backend.runtime == "local":
+        from containers import gpu_memory
+
+        why = gpu_memory.missing_gpus(profile.placement.gpus, gpu_memory.count_gpus())
+        if why:
+            out.append(why)
     if report and not shutil.which("latexmk"):
         out.append("latexmk is not installed: the report needs TeX (run ./setup)")
     if profile.backend.runtime == "docker":

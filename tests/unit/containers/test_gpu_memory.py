@@ -36,3 +36,19 @@ def test_only_sglang_on_cuda_with_a_share_is_resized(monkeypatch, tmp_path):
     assert gpu_memory.fitted(twin, None) == (twin, None)        # no nvidia-smi: nothing to share
     cpu = load_profile("cpu-tiny")
     assert not gpu_memory.shares_gpu(cpu) and gpu_memory.fitted(cpu, (1, 2)) == (cpu, None)
+
+
+def test_a_placement_names_the_gpus_this_machine_lacks():
+    assert gpu_memory.missing_gpus([0, 1], 2) is None
+    assert "has 1 GPU(s) (ids 0-0); [1] do not exist" in gpu_memory.missing_gpus([0, 1], 1)
+    assert "nvidia-smi not found" in gpu_memory.missing_gpus([0], None)
+
+
+def test_reproduce_refuses_a_cuda_profile_on_a_machine_without_its_gpus(monkeypatch, tmp_path):
+    from ddbench.reproduce import problems
+
+    monkeypatch.setenv("DDBENCH_TWIN_DIR", str(tmp_path))
+    monkeypatch.setattr(gpu_memory, "count_gpus", lambda: 0)
+    assert any(p.startswith("placement.gpus [0]: this machine has 0 GPU(s)")
+               for p in problems(load_profile("h200-twin8b-sglang"), report=False))
+    assert not any("placement" in p for p in problems(load_profile("cpu-tiny"), report=False))
