@@ -58,7 +58,6 @@ class Plan:
     sampling: list[dict] | None = None
     prompts: int = 12
     seed: int = 0
-    top1_paths: dict = field(default_factory=dict, repr=False)   # filled while writing: linear's = chain's
     step_ms: float = 20.0           # one AR decode step at C=1
     prefill_ms: float = 60.0
     failed_cell: tuple[str, int, int] | None = ("tree-b15-k8", 4, 2)
@@ -93,6 +92,7 @@ def write_run(root: Path, plan: Plan | None = None, run_id: str = "20261129T0800
     server = {a.id: a.server for a in profile.measured_arms()}
     logs = {a.id: [] for a in profile.arms}
     counters = {a.id: {"gen": 0, "prompt": 0, "verify": 0, "requests": 0} for a in profile.arms}
+    top1: dict = {}     # each request's linear depths, which its chain takes too
     for block in schedule.blocks(profile):
         for a in block.arms:
             logs[a] += [f"[{_ts(clock.unix(clock.ns))}] server_args=ServerArgs(model_path='models/tiny-target', ...)",
@@ -102,7 +102,8 @@ def write_run(root: Path, plan: Plan | None = None, run_id: str = "20261129T0800
             s = server[a]
             logs[s].append(f"[{_ts(clock.unix(clock.ns))}] Cache flushed successfully!")
             clock.ns += 200_000_000
-            _write_cell(run / a / cell_name(c, r), plan, arms[a], c, r, prompts, rng, clock, counters[s], logs[s])
+            _write_cell(run / a / cell_name(c, r), plan, arms[a], c, r, prompts, rng, clock, counters[s], logs[s],
+                        top1)
             clock.ns += 2_000_000_000
     for a in logs:
         write_text_atomic(run / a / "server.log", "\n".join(logs[a]) + "\n")
@@ -177,7 +178,7 @@ def _sample_depth(rng, p: float, cap: int, n: int) -> np.ndarray:
 
 
 def _write_cell(cdir: Path, plan: Plan, arm: dict, c: int, r: int, prompts, rng, clock: _Clock,
-                counters: dict, log: list[str]) -> None:
+                counters: dict, log: list[str], top1: dict) -> None:
     kind, t0 = arm["kind"], clock.ns
     failed = plan.failed_cell == (arm["id"], c, r)
     depth_cap = (arm.get("block_size") or 1) - 1
@@ -196,7 +197,7 @@ def _write_cell(cdir: Path, plan: Plan, arm: dict, c: int, r: int, prompts, rng,
             pid, cat, words = prompts[(user * 31 + k * 7 + r) % len(prompts)]
             warm = k < plan.warmup_requests
             rec, rsteps, t_end = _request(plan, arm, c, r, user, k, pid, cat, words, t, step_ns, depth_cap,
-                                          nodes, rng, warm)
+                                          nodes, rng, warm, top1)
             rec["send_unix_ns"] = int(clock.unix(t) * 1e9)
             if failed and not warm and k == n_per_user - 1:
                 rec.update(status=None, error="connection reset by peer: the server exited (code -9)",
@@ -235,7 +236,7 @@ def _write_cell(cdir: Path, plan: Plan, arm: dict, c: int, r: int, prompts, rng,
     clock.ns = w_end
 
 
-def _request(plan, arm, c, r, user, k, pid, cat, words, t, step_ns, depth_cap, nodes, rng, warm):
+def _request(plan, arm, c, r, user, k, pid, cat, words, t, step_ns, depth_cap, nodes, rng, warm, top1):
     kind, n_max = arm["kind"], plan.max_tokens
     send = t
     ttft = int(plan.prefill_ms * 1e6 * (1 + 0.05 * (c - 1)) * rng.lognormal(0, 0.1))
@@ -249,7 +250,7 @@ def _request(plan, arm, c, r, user, k, pid, cat, words, t, step_ns, depth_cap, n
     if kind in ("linear", "chain"):
         # a chain verifies what linear verifies (the drafter's top-1 path): the same request takes the
         # same steps in both, whichever of the two ran first
-        depths = plan.top1_paths.setdefault((pid, r, user, k, warm, depth_cap, p, arm["temperature"]), depths)
+        depths = top1.setdefault((pid, r, user, k, warm, depth_cap, p, arm["temperature"]), depths)
     gaps = rng.lognormal(0, 0.08, size=n_max) * step_ns
     hist_depth = [0] * (depth_cap + 1)
     hist_commit = [0] * (depth_cap + 2)

@@ -190,6 +190,16 @@ def spread(n_pair: int, n_twin: int) -> list[int]:
     return [0] if n_pair == 1 else [round(i * (n_twin - 1) / (n_pair - 1)) for i in range(n_pair)]
 
 
+def _pair_layer(name: str, prefix: str, placed: dict[int, int], weights: dict) -> tuple[str, dict | None]:
+    """A twin layer tensor's field, and the pair's tensors of the layer it carries (None: a ballast layer)."""
+    i, field = name[len(prefix):].split(".", 1)
+    p = placed.get(int(i))
+    if p is None:
+        return field, None
+    own = f"{prefix}{p}."
+    return field, {k[len(own):]: t for k, t in weights.items() if k.startswith(own)}
+
+
 def sentinel(d: int, eps: float) -> float:
     """The largest power of two C with C^2 <= d eps / 2: exact in bf16, and eps' stays positive."""
     return 2.0 ** math.floor(math.log2(math.sqrt(d * eps / 2)))
@@ -295,10 +305,7 @@ class Maker:
     def target(self, name: str, shape) -> torch.Tensor:
         lay, d, s, v = self.lay, self.lay.pt.hidden_size, self.lay.s, self.lay.pt.vocab_size
         if name.startswith("model.layers."):
-            i, field = name[len("model.layers."):].split(".", 1)
-            p = self.tmap.get(int(i))
-            pair = None if p is None else {k[len(f"model.layers.{p}."):]: t for k, t in self.ts.items()
-                                           if k.startswith(f"model.layers.{p}.")}
+            field, pair = _pair_layer(name, "model.layers.", self.tmap, self.ts)
             return self.layer("target", name, field, shape, pair)
         if name == "model.embed_tokens.weight":
             w = self.base("target", name, shape, "zeros")
@@ -317,10 +324,7 @@ class Maker:
     def drafter(self, name: str, shape) -> torch.Tensor:
         lay, d, s, D = self.lay, self.lay.pt.hidden_size, self.lay.s, self.lay.shape.hidden_size
         if name.startswith("layers."):
-            i, field = name[len("layers."):].split(".", 1)
-            p = self.dmap.get(int(i))
-            pair = None if p is None else {k[len(f"layers.{p}."):]: t for k, t in self.ds.items()
-                                           if k.startswith(f"layers.{p}.")}
+            field, pair = _pair_layer(name, "layers.", self.dmap, self.ds)
             return self.layer("drafter", name, field, shape, pair)
         if name == "fc.weight":
             w = self.base("drafter", name, shape, "zeros")
