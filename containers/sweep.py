@@ -45,15 +45,10 @@ def up_together(profile: Profile, arms: list[str], run_dir: Path, **kw) -> tuple
     Returns (servers, why each other arm is not up)."""
     servers, down = {}, {}
 
-    def one(arm: str):
+    def one(arm: str, sized: bool = False):
         try:
-            servers[arm] = bringup.up(profile, arm, run_dir, **kw)
-        except (BringUpError, RuntimeError) as e:
-            down[arm] = getattr(e, "summary", str(e).splitlines()[0])
-
-    def sized(arm: str):
-        try:
-            mine, note = gpu_memory.fitted(profile, gpu_memory.read_memory(profile.placement.gpus))
+            mine, note = (gpu_memory.fitted(profile, gpu_memory.read_memory(profile.placement.gpus)) if sized
+                          else (profile, None))
             servers[arm] = bringup.up(mine, arm, run_dir, note=note, **kw)
         except (BringUpError, RuntimeError) as e:
             down[arm] = getattr(e, "summary", str(e).splitlines()[0])
@@ -61,7 +56,7 @@ def up_together(profile: Profile, arms: list[str], run_dir: Path, **kw) -> tuple
     try:
         if gpu_memory.shares_gpu(profile) and len(arms) > 1:
             for arm in arms:
-                sized(arm)
+                one(arm, sized=True)
             return servers, down
         if arms:
             one(arms[0])
