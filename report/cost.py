@@ -1,0 +1,59 @@
+"""The report's cost section: what a step costs against the GPU's physical limit, and where the run's ratios sit
+beside the papers' — for a twin run (a model pair of a real shape; refengine/twin.py). A run of the shipped
+pair on a GPU gets one sentence instead: its steps are launch overhead, so its timings do not transfer."""
+
+from __future__ import annotations
+
+import pandas as pd
+from markupsafe import Markup
+
+from analysis.bandwidth import PAPERS, ar_bandwidth
+from report.tables import latex
+from report.tex import escape, num
+
+
+def twin(a) -> dict | None:
+    t = a.run.manifest.models.get("twin")
+    return t if isinstance(t, dict) else None
+
+
+def _gpu(a) -> str:
+    gpus = a.run.manifest.host.gpus
+    return str(gpus[0].get("name", "")) if gpus and isinstance(gpus[0], dict) else ""
+
+
+def bandwidth(a) -> Markup | None:
+    t = twin(a)
+    b = ar_bandwidth(a.cells, t.get("numbers") if t else None, _gpu(a), a.run.profile.runtime.dtype)
+    if b is None:
+        return None
+    share = (f"{num(100 * b['share'], 0)}\\% of the {escape(b['gpu'])}'s {num(b['peak_tb_s'], 2)} TB/s peak "
+             f"(the floor is {num(1e3 * b['floor_s'], 2)} ms)") if b["peak_tb_s"] else "no peak recorded for this GPU"
+    return Markup(f"AR at C=1 reads {num(b['bytes'] / 1e9, 2)} GB of target weights a step (the shape's layers and "
+                  f"LM head in {escape(a.run.profile.runtime.dtype)}; the embedding table is a lookup) in "
+                  f"{num(1e3 * b['step_s'], 2)} ms (mean of {b['cells']} cells): {num(b['achieved_tb_s'], 2)} TB/s, "
+                  f"{share}.")
+
+
+def papers(a) -> Markup:
+    """Each arm's τ and speedup over AR at C=1 in this run, then the papers' Qwen3-8B figures."""
+    s, cells = a.speedups, a.cells
+    rows = []
+    c1 = cells[(cells["concurrency"] == 1) & (cells["status"] == "ok")]
+    for arm, g in c1.groupby("arm", sort=False):
+        over = s[(s["arm"] == arm) & (s["baseline_kind"] == "ar") & (s["concurrency"] == 1)]
+        rows.append({"source": Markup("this run (C=1)"), "arm": Markup(escape(arm)), "$\\tau$": num(g["tau"].mean()),
+                     "over AR": num(over["speedup"].iloc[0]) if len(over) else Markup("1.00" if g["kind"].iloc[0] == "ar"
+                                                                                       else "--")})
+    rows += [{"source": Markup(escape(p["source"])), "arm": Markup(escape(p["arm"])), "$\\tau$": num(p["tau"]),
+              "over AR": num(p["over_ar"])} for p in PAPERS]
+    return latex(pd.DataFrame(rows), align="llrr")
+
+
+def context(a) -> dict | None:
+    if a.run.profile.placement.device != "cuda":
+        return None
+    if twin(a) is None:
+        return {"twin": False}
+    return {"twin": True, "shape": Markup(escape(twin(a).get("shape", "?"))), "bandwidth": bandwidth(a),
+            "papers": papers(a)}
