@@ -17,6 +17,10 @@ setup *ARGS:
 check PROFILE *ARGS:
     @python3 -m ddbench check "$@"
 
+# write a commented profile from a model pair (--target, --drafter), the GPUs (--gpus) and an engine, then check it
+init *ARGS:
+    @python3 -m ddbench init "$@"
+
 # the whole study: bring up each arm, run every cell, analyze, write the PDF
 reproduce PROFILE="cpu-tiny" *ARGS:
     @python3 -m ddbench reproduce "$@"

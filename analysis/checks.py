@@ -29,6 +29,8 @@ TAU_TOLERANCE = 0.05
 LOG_ROUNDING = 0.011       # DDTree log averages carry two decimals each
 CLOCK_SPREAD = 0.10
 MAX_GPU_TEMP_C = 87.0
+# a check that reads what ddbench only has for servers it starts (their log, their processes, a restart)
+EXTERNAL = "external server: ddbench did not start it"
 # clock-event reasons that do not slow a busy GPU (NVML names, as containers/telemetry.py writes them)
 IDLE_REASONS = {"gpu_idle", "applications_clocks_setting", "display_clock_setting", "sync_boost"}
 
@@ -54,7 +56,8 @@ def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.Da
     out.append(_drift(speedups, drift))
     out += _stationary(stationary)
     out += _gpu_band(band)
-    out += _host_quiet(host, run.profile.backend.runtime)
+    out += _host_quiet(host, run.profile.backend.runtime) if not _external(run) else \
+        [Check(HOST_QUIET, "run", NA, f"{EXTERNAL} (its processes cannot be told from other work on the host)")]
     tau_cols = req[["arm", "concurrency", "repetition", "ok", "completion_tokens", "spec_verify_ct"]]
     for cell in cells.to_dict("records"):
         scope = f"{cell['arm']} C={cell['concurrency']} rep {cell['repetition']}"
@@ -66,6 +69,7 @@ def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.Da
         out.append(_clean_start(run, cells, cell, scope))
         out.append(_gpu_stable(run, cell, scope))
     out += _output_length(run, cells)
+    out += _requested_lengths(req)
     for arm in run.profile.arms:
         out.append(_commit_requests(req, arm.id))
         out.append(_commit_log(run, arm.id))
@@ -77,6 +81,10 @@ def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.Da
     # failures first: a report must never bury them
     df["_order"] = df["status"].map({FAIL: 0, PASS: 1, NA: 2})
     return df.sort_values(["_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
+
+
+def _external(run: Run) -> bool:
+    return run.profile.backend.kind == "external"
 
 
 def _profile_digest(run: Run) -> list[Check]:
@@ -281,9 +289,12 @@ def _gpu_band(band: pd.DataFrame | None) -> list[Check]:
     return out
 
 
+HOST_QUIET = "host quiet (no other work beside the sweep)"
+
+
 def _host_quiet(host: pd.DataFrame | None, runtime: str = "local") -> list[Check]:
     """One line for the run: the cells during which other work took CPU on the host, with what they touch."""
-    name = "host quiet (no other work beside the sweep)"
+    name = HOST_QUIET
     why = stability.host_unmeasured(runtime, host)
     if why:
         return [Check(name, "run", NA, f"no foreign-CPU figures: {why}")]
@@ -346,8 +357,9 @@ def _tau_consistency(run: Run, req: pd.DataFrame, cell, scope, kinds) -> Check:
 
 def server_tau(run: Run, arm: str, c: int, reps: list[int], measured_only: bool = True) -> tuple[float, str]:
     """τ as the server itself reports it over the given cells of one arm: its /metrics counters
-    differenced over each cell (Σ generated tokens / Σ verify calls), else the mean 'accept len' of its
-    Decode batch log lines. (nan, '') when it reports neither. The counters include the warm-up
+    differenced over each cell (SGLang's: Σ generated tokens / Σ verify calls; vLLM's: 1 + Σ accepted
+    tokens / Σ drafts), else the mean 'accept len' of its Decode batch log lines. (nan, 'not reported: ...')
+    when it reports none of them. The counters include the warm-up
     requests; where the stream's chunks are provably the verify steps, τ is the measured requests' alone
     (_measured_tau), unless measured_only is False (a check that compares the counters themselves)."""
     s = run.server
@@ -364,12 +376,29 @@ def server_tau(run: Run, arm: str, c: int, reps: list[int], measured_only: bool 
             return measured, (f"the measured requests' stream chunks, each a verify step (their count over "
                               f"{where} equals the /metrics verify calls, warm-up included)")
         return float(gen.sum() / ver["delta"].sum()), f"/metrics counters differenced over {where}, warm-up included"
+    vllm = _vllm_tau(s, reps)
+    if vllm is not None:
+        return vllm
     log = run.log
     lines = log[(log["arm"] == arm) & (log["concurrency"] == c) & log["repetition"].isin(reps)
                 & (log["kind"] == "decode")]["accept_len"].dropna()
     if lines.empty:
-        return float("nan"), ""
+        return float("nan"), prom.TAU_NOT_REPORTED
     return float(lines.mean()), f"mean 'accept len' of {len(lines)} Decode batch lines"
+
+
+def _vllm_tau(s: pd.DataFrame, reps: list[int]) -> tuple[float, str] | None:
+    """vLLM's spec_decode counters over the cells: each draft is one verify step of one request, committing
+    its accepted tokens and one more (the bonus), so τ = 1 + Σ accepted / Σ drafts."""
+    drafts = s.loc[s["metric"] == prom.VLLM_DRAFTS, "delta"]
+    accepted = s.loc[s["metric"] == prom.VLLM_ACCEPTED, "delta"]
+    # every cell must have both counters, as for SGLang's: a sum over some cells only would mix windows
+    if not (len(drafts) == len(accepted) == len(reps) and drafts.notna().all() and accepted.notna().all()
+            and drafts.sum() > 0):
+        return None
+    where = "the cell" if len(reps) == 1 else f"each of {len(reps)} cells"
+    return (1 + float(accepted.sum() / drafts.sum()),
+            f"vLLM /metrics spec_decode counters differenced over {where}, warm-up included: 1 + accepted / drafts")
 
 
 def _measured_tau(run: Run, arm: str, c: int, verify_calls: dict[int, float]) -> float | None:
@@ -393,6 +422,8 @@ def _measured_tau(run: Run, arm: str, c: int, verify_calls: dict[int, float]) ->
 
 def _clean_start(run: Run, cells: pd.DataFrame, cell, scope) -> Check:
     name = "cache flushed or server restarted"
+    if _external(run):
+        return Check(name, scope, NA, f"{EXTERNAL}: no server log to show a flush or a start")
     # the server's own lines (a flush or a start lies between cells, so it keeps the server's arm id), and the
     # previous cell it served, of any sampling setting
     server = {a.id: a.server for a in run.profile.arms}
@@ -471,6 +502,26 @@ def _output_length(run: Run, cells: pd.DataFrame) -> list[Check]:
     return out
 
 
+def _requested_lengths(req: pd.DataFrame) -> list[Check]:
+    """Where the workload drew each request's lengths (workload.input / output), the server's usage must
+    report them exactly: a miss means the distribution in the report is not what was measured."""
+    name, out = "requested lengths honoured", []
+    ok = req[req["ok"].astype(bool)] if "ok" in req else req
+    for target, got, what in (("target_output_tokens", "completion_tokens", "output"),
+                              ("target_input_tokens", "prompt_tokens", "input")):
+        if target not in ok or ok[target].isna().all():
+            continue
+        for arm, g in ok[ok[target].notna()].groupby("arm", sort=False):
+            miss = g[g[got] != g[target]]
+            facts = (f"{what}: {len(g) - len(miss)} of {len(g)} requests got their drawn length "
+                     f"({int(g[target].min())}-{int(g[target].max())} tokens)")
+            if not miss.empty:
+                r = miss.iloc[0]
+                facts += f"; e.g. request {r['request_id']}: {r[got]} for {int(r[target])}"
+            out.append(Check(name, f"{arm} {what}", PASS if miss.empty else FAIL, facts))
+    return out
+
+
 def commit_violations(req: pd.DataFrame, arm: str) -> tuple[int, int, list[str], str]:
     """Requests whose commit-length histogram is not the accepted-depth histogram shifted by one.
 
@@ -511,6 +562,8 @@ def _commit_requests(req: pd.DataFrame, arm: str) -> Check:
 
 def _commit_log(run: Run, arm: str) -> Check:
     name, scope = "commit = depth + 1 (server log)", arm
+    if _external(run):
+        return Check(name, scope, NA, f"{EXTERNAL}: its log is not in the run")
     d = run.log[(run.log["arm"] == arm) & (run.log["kind"] == "ddtree")]
     d = d.dropna(subset=["avg_depth", "avg_commit"])
     if d.empty:

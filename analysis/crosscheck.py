@@ -412,7 +412,8 @@ def _side(name: str, a: Analysis) -> dict:
     pk = m.packages
     version = pk.get("sglang") or p.backend.version
     label = f"SGLang {version}" if p.backend.kind == "sglang" and version else \
-        "SGLang" if p.backend.kind == "sglang" else "reference engine"
+        "SGLang" if p.backend.kind == "sglang" else "external servers" if p.backend.kind == "external" else \
+        "reference engine"
     images = m.images.items() if isinstance(m.images, dict) else enumerate(m.images)
     try:
         path = a.run.path.resolve().relative_to(repo_path(".").resolve())

@@ -190,7 +190,9 @@ def _flatten(tables: list[pa.Table]) -> tuple[pd.DataFrame, pd.DataFrame]:
     for name in ["concurrency", "repetition", "warmup", "user", "max_tokens", "temperature", "send_ns",
                  "send_unix_ns"]:
         out[name] = t.column(name).to_numpy()
-    for name in ["intended_send_ns", "headers_ns", "end_ns", "status", "top_p", "top_k", "seed"]:
+    # target_*: the lengths asked for (NaN: none targeted), to hold against usage's prompt/completion tokens
+    for name in ["intended_send_ns", "headers_ns", "end_ns", "status", "top_p", "top_k", "seed",
+                 "target_input_tokens", "target_output_tokens"]:
         out[name] = _num(t, name, n)
     for name in ["error", "finish_reason"]:
         out[name] = (t.column(name).cast(pa.string()).to_numpy(zero_copy_only=False) if name in t.column_names
@@ -284,7 +286,8 @@ def _field(t: pa.Table, parent: str, name: str):
 
 def _empty_requests() -> pd.DataFrame:
     cols = ["request_id", "arm", "concurrency", "repetition", "warmup", "prompt_id", "category", "worker", "user",
-            "max_tokens", "temperature", "top_p", "top_k", "seed", "send_ns", "send_unix_ns", "intended_send_ns",
+            "max_tokens", "temperature", "top_p", "top_k", "seed", "target_input_tokens", "target_output_tokens",
+            "send_ns", "send_unix_ns", "intended_send_ns",
             "headers_ns", "end_ns", "status", "error", "finish_reason", "prompt_tokens", "completion_tokens",
             *SPEC_SCALARS,
             *SPEC_HISTOGRAMS, "output_token_ids", "first_content_ns", "content_chunks", "text", "ok"]

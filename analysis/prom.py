@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ddbench.prom import GENERATED, VERIFY_CALLS, PromError, parse  # noqa: F401
+from ddbench.prom import (  # noqa: F401
+    GENERATED,
+    TAU_NOT_REPORTED,
+    VERIFY_CALLS,
+    VLLM_ACCEPTED,
+    VLLM_DRAFT_TOKENS,
+    VLLM_DRAFTS,
+    PromError,
+    parse,
+)
 from ddbench.results import read_run_text
 
 

@@ -15,6 +15,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -183,6 +184,13 @@ def sglang_tag(variant: str) -> str:
 
     p = pin()
     return f"ddbench/sglang:{p.sglang}-ddtree-{p.build}-{variant}"
+
+
+def registry_image() -> str:
+    """The registry's image of the pinned SGLang release, by digest: what the fork images build on, and
+    what a stock-SGLang profile (no fork) starts."""
+    text = (REPO_ROOT / "containers" / "sglang" / "Dockerfile").read_text()
+    return re.search(r"^ARG SGLANG_IMAGE=(\S+)$", text, re.M).group(1)
 
 
 def sglang_commands() -> list[dict]:

@@ -8,8 +8,9 @@ so that one-time compilation caches are warm, then the rest in parallel; SGLang 
 GPU one at a time, each sized to its share: containers/gpu_memory.py), its cells run with
 telemetry, and its servers go down. An arm that does not come up, or a server that exits before
 or during a cell, leaves every affected cell with a failed status.json that says why; the sweep
-goes on. The cell runner is passed in (the load generator's run_cell), so this module knows
-servers, not traffic.
+goes on. Backend 'external' (containers/external.py): no server is started or stopped; each is
+checked to answer (one that does not fails its arm's cells, naming the arm and URL). The cell
+runner is passed in (the load generator's run_cell), so this module knows servers, not traffic.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from containers import bringup, gpu_memory
+from containers import bringup, external, gpu_memory
 from containers.ready import BringUpError
 from containers.telemetry import TELEMETRY, Telemetry
 from ddbench import schedule
@@ -82,7 +83,11 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
     """prepare(cell_dir) runs just before a cell runs or is marked failed (a resume retires the cell's
     earlier attempt there, so a sweep cut during bring-up loses no finished cell)."""
     cell_dir = lambda a, c, r: Path(run_dir) / a / cell_name(c, r)  # noqa: E731
-    servers, down = up_together(profile, list(block.arms), run_dir, command=command, timeout_s=timeout_s)
+    outside = profile.backend.kind == "external"   # servers the user runs: checked, never started or stopped
+    if outside:
+        servers, down = external.check_all(profile, list(block.arms), run_dir)
+    else:
+        servers, down = up_together(profile, list(block.arms), run_dir, command=command, timeout_s=timeout_s)
     out = []
     try:
         for a, c, r in block.cells:
@@ -90,7 +95,8 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
                 prepare(cell_dir(a, c, r))
             base = profile.arm(a).server
             if base in down:
-                out.append(_failed(a, c, r, cell_dir(a, c, r), f"the arm did not come up: {down[base]}"))
+                why = down[base] if outside else f"the arm did not come up: {down[base]}"
+                out.append(_failed(a, c, r, cell_dir(a, c, r), why))
                 continue
             server = servers[base]
             gone = server.exited()
@@ -99,8 +105,10 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
                 continue
             with Telemetry(cell_dir(a, c, r) / TELEMETRY, gpus=profile.placement.gpus or None,
                            interval_s=telemetry_interval_s):
+                # an external server's model name and API key go with each request (the key by its variable's name)
+                more = {"model": server.model, "api_key_env": server.api_key_env} if outside else {}
                 status = cell(profile.workload_for(a), profile.load, url=server.url, cell_dir=cell_dir(a, c, r),
-                              arm=a, concurrency=c, repetition=r)
+                              arm=a, concurrency=c, repetition=r, **more)
             gone = server.exited()
             if gone is not None:
                 why = f"the server {gone} during the cell" + (f"; {status.reason}" if status.reason else "")

@@ -11,7 +11,8 @@ import importlib.util
 import runpy
 import sys
 
-from ddbench import schedule
+from ddbench import builds, random_prompts, schedule
+from ddbench import init as init_profile
 from ddbench.launch import server_command
 from ddbench.profile import ProfileError, load_profile, resolve_path
 from ddbench.prompts import PromptSetError, load_prompt_set, prompt_set_label
@@ -93,12 +94,13 @@ def plan_text(profile, source: str, overrides: list[str] | tuple[str, ...] = ())
              *([f"  overrides{set_args(list(overrides))}"] if overrides else []),
              f"  digest {profile.digest()[:16]}",
              f"  backend {profile.backend.kind} ({profile.backend.runtime}"
-             + (f", image {profile.backend.image}" if profile.backend.image else "") + ")",
+             + (f", image {profile.backend.image}" if profile.backend.runtime == "docker" else "") + ")",
+             f"  build {builds.describe(profile)}",
              f"  models  target {profile.models.target}  drafter {profile.models.drafter or '-'}",
              f"  placement {profile.placement.device}"
              + (f" gpus {profile.placement.gpus} tp {profile.placement.tp_size}" if profile.placement.gpus else "")
              + (f", servers pinned to CPU {profile.placement.cpus}" if profile.placement.cpus else ""),
-             f"  workload {prompt_set_label(wl.prompt_set)}  max_tokens {wl.max_tokens}  ignore_eos {wl.ignore_eos}",
+             f"  workload {prompt_set_label(wl.prompt_set)}  " + wl.lengths_text.replace(", ", "  "),
              "  sampling " + "; ".join(s.text for s in wl.settings())
              + (" (each arm measured under each: <arm>@<label>)" if len(wl.settings()) > 1 else "")]
     measured_arms = profile.measured_arms()
@@ -118,7 +120,8 @@ def plan_text(profile, source: str, overrides: list[str] | tuple[str, ...] = ())
     for arm in profile.arms:
         launch = server_command(profile, arm)
         lines.append(f"  {arm.id}  [{arm.kind}]")
-        lines.append(f"    {launch.shell()}")
+        if launch.argv:
+            lines.append(f"    {launch.shell()}")
         lines += [f"    note: {n}" for n in launch.notes]
     return "\n".join(lines)
 
@@ -137,7 +140,8 @@ def check(argv: list[str]) -> int:
         source = str(resolve_path(args.profile))
         profile = load_profile(args.profile, args.overrides)
         try:
-            load_prompt_set(profile.workload.prompt_set, profile.workload.categories)
+            load_prompt_set(profile.workload.prompt_set, profile.workload.categories,
+                            random=random_prompts.for_profile(profile))
         except PromptSetError as e:
             raise ProfileError(f"{source}: workload.prompt_set: {e}") from None
         if profile.backend.kind == "sglang":  # flags SGLang would reject, or read as an ambiguous prefix
@@ -146,6 +150,8 @@ def check(argv: list[str]) -> int:
             rejected = check_profile(profile)
             if rejected:
                 raise ProfileError("\n".join(f"{source}: {r}" for r in rejected))
+        if unservable := builds.unservable(profile):
+            raise ProfileError("\n".join(f"{source}: {r}" for r in unservable))
     except ProfileError as e:
         print(f"ddbench check: {e}", file=sys.stderr)
         return EXIT_ERROR
@@ -153,7 +159,18 @@ def check(argv: list[str]) -> int:
     return 0
 
 
-USAGE = "usage: ddbench {check," + ",".join(STAGES) + "} ..."
+def init(argv: list[str]) -> int:
+    """`ddbench init`: write a profile (ddbench/init.py), then check it exactly as `ddbench check` would."""
+    try:
+        path = init_profile.main(argv)
+    except init_profile.InitError as e:
+        print(f"ddbench init: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"wrote {path}; `ddbench check {path}` says:\n")
+    return check([str(path)])
+
+
+USAGE = "usage: ddbench {check,init," + ",".join(STAGES) + "} ..."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     verb, rest = argv[0], argv[1:]
     if verb == "check":
         return check(rest)
+    if verb == "init":
+        return init(rest)
     if verb in STAGES:
         if verb in ("analyze", "report"):
             _cells_of_ui_session(rest)

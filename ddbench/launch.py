@@ -150,5 +150,7 @@ def refengine_command(profile: Profile, arm: Arm, host: str = "127.0.0.1", port:
 
 
 def server_command(profile: Profile, arm: Arm, **kw) -> Launch:
+    if profile.backend.kind == "external":   # the user's server: no command of ours, only where it answers
+        return Launch([], {}, [f"external server at {arm.url}: ddbench starts and stops nothing"])
     build = {"sglang": sglang_command, "refengine": refengine_command}[profile.backend.kind]
     return build(profile, arm, **kw)

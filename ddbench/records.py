@@ -51,6 +51,11 @@ class RequestRecord(BaseModel):
     top_p: float | None = None
     top_k: int | None = None
     seed: int | None = Field(None, description="the sampling seed sent (T>0 only): re-runs the request exactly")
+    # the lengths asked for, which usage should show: None where nothing was targeted (or a record from before)
+    target_input_tokens: int | None = Field(
+        None, description="random prompts: the prompt's length in tokens as rendered by the chat template")
+    target_output_tokens: int | None = Field(
+        None, description="with ignore_eos: the tokens the request must generate (its max_tokens)")
     # raw timings
     intended_send_ns: int | None = Field(None, description="open loop: the scheduled send time")
     send_ns: int

@@ -15,6 +15,7 @@ run that `--resume RUN_DIR` completes, redoing only the cells whose status.json 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import signal
@@ -27,7 +28,7 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from ddbench import schedule
+from ddbench import builds, random_prompts, schedule
 from ddbench.cli import add_set_option, plan_text, set_args
 from ddbench.manifest import finish_run, git_state, planned_schedule, record_overrides, start_run
 from ddbench.profile import Profile, ProfileError, load_profile, repo_path, resolve_path
@@ -60,14 +61,18 @@ def pending_cells(profile: Profile, run: RunDir, reps: range | None = None) -> l
 
 def problems(profile: Profile, report: bool = True) -> list[str]:
     """What must be fixed before a run can start (nothing is started to find out)."""
-    out = []
+    out = builds.unservable(profile)
     try:
-        load_prompt_set(profile.workload.prompt_set, profile.workload.categories or None)
+        load_prompt_set(profile.workload.prompt_set, profile.workload.categories or None,
+                        random=random_prompts.for_profile(profile))   # random ones: is the tokenizer here?
     except PromptSetError as e:
         out.append(f"workload.prompt_set: {e}")
+    for i, arm in enumerate(profile.arms):
+        if arm.api_key_env and not os.environ.get(arm.api_key_env):
+            out.append(f"arms[{i}].api_key_env (arm '{arm.id}'): environment variable {arm.api_key_env} is not set")
     for role in ("target", "drafter"):
         ref = getattr(profile.models, role)
-        if not ref or _hub_id(ref):
+        if not ref or _hub_id(ref) or profile.backend.kind == "external":   # external: the server's own files
             continue  # the server reads it from the Hugging Face cache
         if not (repo_path(ref) / "config.json").is_file():
             out.append(f"models.{role}: {repo_path(ref)} holds no config.json")
@@ -114,19 +119,19 @@ def estimate(profile: Profile, root: Path) -> str:
     return f"about {total / 60:.1f} min of cells, from earlier runs here{tail}, plus server start-up per arm"
 
 
-def _scrape(url: str, path: Path) -> None:
+def _scrape(url: str, path: Path, headers: dict[str, str] | None = None) -> None:
     try:
-        r = httpx.get(url + "/metrics", timeout=10)
+        r = httpx.get(url + "/metrics", timeout=10, headers=headers)
         text = r.text if r.status_code == 200 else f"# /metrics answered HTTP {r.status_code}\n"
     except httpx.HTTPError as e:
         text = f"# /metrics could not be read: {type(e).__name__}: {e}\n"
     write_text_atomic(path, text)
 
 
-def _flush(url: str) -> None:
+def _flush(url: str, headers: dict[str, str] | None = None) -> None:
     # prefix-cache reuse across repetitions would flatter later cells
     try:
-        httpx.post(url + "/flush_cache", timeout=30)
+        httpx.post(url + "/flush_cache", timeout=30, headers=headers)
     except httpx.HTTPError:
         pass
 
@@ -142,7 +147,8 @@ def _retire(cell_dir: Path) -> None:
     cell_dir.rename(attempts / f"{cell_dir.name}.{n}")
 
 
-def make_cell_runner(progress: Progress, task):
+def make_cell_runner(progress: Progress, task, tokenizer: Path | None = None):
+    """tokenizer: the target's tokenizer directory, for random prompts (None: the workload has none)."""
     from loadtests.cell import run_cell
 
     def run(workload, load, *, url, cell_dir, arm, concurrency, repetition, **kw) -> CellStatus:
@@ -151,13 +157,16 @@ def make_cell_runner(progress: Progress, task):
         if done is not None and done.status == "ok":
             return done
         progress.update(task, description=f"{arm} C={concurrency} r{repetition}")
-        _flush(url)
-        _scrape(url, cell_dir / "metrics-before.prom")
+        from containers.external import headers  # an external arm's API key, by its variable's name
+
+        auth = headers(kw.get("api_key_env"))
+        _flush(url, auth)
+        _scrape(url, cell_dir / "metrics-before.prom", auth)
         try:
             return run_cell(workload, load, url=url, cell_dir=cell_dir, arm=arm, concurrency=concurrency,
-                            repetition=repetition, **kw)
+                            repetition=repetition, tokenizer=tokenizer, **kw)
         finally:
-            _scrape(url, cell_dir / "metrics-after.prom")
+            _scrape(url, cell_dir / "metrics-after.prom", auth)
             progress.advance(task)
 
     return run
@@ -184,7 +193,8 @@ def sweep(profile: Profile, run: RunDir, reps: range | None = None) -> None:
                TextColumn("eta"), TimeRemainingColumn())
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("starting", total=len(todo))
-        run_sweep(profile, run.path, make_cell_runner(progress, task), todo=todo, prepare=_retire)
+        runner = make_cell_runner(progress, task, random_prompts.profile_tokenizer(profile))
+        run_sweep(profile, run.path, runner, todo=todo, prepare=_retire)
     _mark(run, _marked(run) - {r for _, _, r in todo})
 
 

@@ -51,9 +51,24 @@ REDACTED = "<redacted>"
 
 
 def secret_values() -> list[str]:
-    """Values of environment variables whose names mark them as secrets, longest first."""
-    vals = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 4}
+    """Values of environment variables whose names mark them as secrets (or that a profile declared secret),
+    longest first."""
+    vals = {v for k, v in os.environ.items() if _secret_name(k) and len(v) >= 4}
     return sorted(vals, key=len, reverse=True)
+
+
+# names a profile declares secret whatever they look like (an external arm's api_key_env): the user picks
+# the name, and 'VLLM_AUTH' would pass the name pattern
+_DECLARED: set[str] = set()
+
+
+def declare_secret_env(names) -> None:
+    """From now on, the values of these environment variables are redacted from everything written."""
+    _DECLARED.update(n for n in names if n)
+
+
+def _secret_name(name: str) -> bool:
+    return name in _DECLARED or _SECRET_NAME.search(name) is not None
 
 
 def redact(text: str) -> str:
@@ -63,7 +78,7 @@ def redact(text: str) -> str:
 
 
 def redact_env(env: dict[str, str]) -> dict[str, str]:
-    return {k: (REDACTED if _SECRET_NAME.search(k) else redact(v)) for k, v in env.items()}
+    return {k: (REDACTED if _secret_name(k) else redact(v)) for k, v in env.items()}
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -66,6 +66,8 @@ def resolve(profile: Profile) -> tuple[str, str]:
         return asked, "set by the profile (load.schedule)"
     if profile.backend.kind == "refengine":
         return "interleaved", "reference-engine servers start in seconds and are small: all stay up"
+    if profile.backend.kind == "external":
+        return "interleaved", "external servers are already running: ddbench starts and stops none"
     frac = profile.runtime.mem_fraction_static
     n = len(profile.arms)
     if profile.placement.device == "cuda" and frac is not None and frac * n <= GPU_SHARE:

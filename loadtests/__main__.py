@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ddbench.profile import Load, ProfileError, load_profile
 from ddbench.prompts import PromptSetError
+from ddbench.random_prompts import profile_tokenizer
 from ddbench.results import RESULTS_ROOT, cell_name
 from loadtests.cell import CellError, run_cell
 from loadtests.sigterm import exit_on_sigterm
@@ -39,7 +40,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     cell_dir = Path(a.cell_dir) if a.cell_dir else (
         RESULTS_ROOT / "adhoc" / stamp / a.arm / cell_name(a.concurrency, a.repetition))
     status = run_cell(workload, load, url=a.url, cell_dir=cell_dir, arm=a.arm, concurrency=a.concurrency,
-                      repetition=a.repetition, processes=a.processes, timeout_s=a.timeout_s)
+                      repetition=a.repetition, processes=a.processes, timeout_s=a.timeout_s,
+                      tokenizer=profile_tokenizer(profile))
     cpu = "n/a" if status.client_cpu_max is None else f"{status.client_cpu_max:.0f}%"
     print(f"{cell_dir}: {status.status}, {status.requests} measured requests, {status.errors} errors, "
           f"peak client CPU {cpu}" + (f" - {status.reason}" if status.reason else ""))

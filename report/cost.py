@@ -42,9 +42,9 @@ def papers(a) -> Markup:
     c1 = cells[(cells["concurrency"] == 1) & (cells["status"] == "ok")]
     for arm, g in c1.groupby("arm", sort=False):
         over = s[(s["arm"] == arm) & (s["baseline_kind"] == "ar") & (s["concurrency"] == 1)]
+        ratio = num(over["speedup"].iloc[0]) if len(over) else Markup("1.00" if g["kind"].iloc[0] == "ar" else "--")
         rows.append({"source": Markup("this run (C=1)"), "arm": Markup(escape(arm)), "$\\tau$": num(g["tau"].mean()),
-                     "over AR": num(over["speedup"].iloc[0]) if len(over) else Markup("1.00" if g["kind"].iloc[0] == "ar"
-                                                                                       else "--")})
+                     "over AR": ratio})
     rows += [{"source": Markup(escape(p["source"])), "arm": Markup(escape(p["arm"])), "$\\tau$": num(p["tau"]),
               "over AR": num(p["over_ar"])} for p in PAPERS]
     return latex(pd.DataFrame(rows), align="llrr")

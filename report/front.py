@@ -30,6 +30,8 @@ def engine(a) -> str:
     """The engine and its build: kind, runtime, version; the fork's commit and its patches where the manifest has
     sglang_source."""
     p, m = a.run.profile, a.run.manifest
+    if p.backend.kind == "external":   # what each server said of itself is in the box below the header
+        return "external servers, not started by ddbench (each server's own description below)"
     out = f"{p.backend.kind} ({p.backend.runtime})" + (f" {p.backend.version}" if p.backend.version else "")
     src = (m.model_extra or {}).get("sglang_source") or {}
     build = src.get("source") or {}
@@ -59,7 +61,7 @@ def hardware(a) -> str:
 
 def header(a) -> list[tuple[str, Markup]]:
     p, m = a.run.profile, a.run.manifest
-    pair = f"target {p.models.target}, drafter {p.models.drafter or 'none'}"
+    pair = f"target {p.models.target or 'not named'}, drafter {p.models.drafter or 'none'}"
     commit = _short(m.git.sha) + (" (dirty tree)" if m.git.dirty else "")
     started = str(m.started or "not recorded").replace("T", " ")[:19]
     return [("model pair", Markup(escape(pair))), ("engine and build", Markup(escape(engine(a)))),

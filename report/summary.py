@@ -126,7 +126,7 @@ def tau_across_concurrency(a: Analysis) -> Markup | None:
     if len(cs) == 1:
         return Markup(f"This run has one concurrency (C={cs[0]}): the figure compares arms at it only, and "
                       f"$\\tau$ ratios between arms at the same $C$ are the matched comparison.")
-    who = "SGLang's" if a.run.profile.backend.kind == "sglang" else "the reference engine's"
+    who = {"sglang": "SGLang's", "external": "each server's"}.get(a.run.profile.backend.kind, "the reference engine's")
     return Markup(f"$\\tau$ at different $C$ is not a matched comparison: each concurrency batches different "
                   f"requests together, and {who} scheduler and the engine change what runs per step, so a shift of "
                   f"$\\tau$ across $C${_widest_tau_shift(spec)} describes the run, not an effect of $C$ on acceptance; "

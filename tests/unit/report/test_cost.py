@@ -2,8 +2,8 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from report import cost
 from refengine.twin import SHAPES
+from report import cost
 
 
 def analysis(device="cuda", twin=True):

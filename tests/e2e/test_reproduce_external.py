@@ -1,0 +1,83 @@
+"""backend 'external', whole: two reference-engine servers this test starts itself (the shipped pair, CPU; one
+AR, one DFlash linear), measured by `reproduce` as servers it did not start: the report says so and shows what
+each server reported, τ comes from the servers' own /metrics, the checks that need ddbench's own server are
+n/a with the reason, and the API key's value is nowhere in the results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from ddbench.results import RunDir
+
+REPO = Path(__file__).resolve().parents[2]
+TARGET, DRAFTER = "models/qwen3-stdlib-13m", "models/qwen3-stdlib-13m-dflash-b16"
+
+KEY = "e2e-key-5d1c8b2a90"    # under a variable whose name does not look secret: only the declaration hides it
+NOT_STARTED = "external server: ddbench did not start it"
+
+
+def test_reproduce_measures_servers_it_did_not_start(servers, tmp_path):
+    ar_url, linear_url = servers
+    profile = {
+        "name": "ext", "backend": {"kind": "external"},
+        "models": {"target": TARGET, "drafter": DRAFTER},
+        "arms": [{"id": "ar", "kind": "ar", "url": ar_url},
+                 {"id": "linear-b16", "kind": "linear", "block_size": 16, "url": linear_url,
+                  "api_key_env": "DDBENCH_E2E_AUTH"}],
+        "workload": {"prompt_set": "loadtests/prompts/chat.jsonl", "max_tokens": 16, "temperature": 0},
+        "load": {"concurrency": [1], "warmup_requests": 1, "requests_per_user": 3, "repetitions": 2},
+    }
+    path, root = tmp_path / "ext.yaml", tmp_path / "results"
+    path.write_text(yaml.safe_dump(profile))
+    out = subprocess.run([sys.executable, "-m", "ddbench", "reproduce", str(path), "--results-root", str(root)],
+                         cwd=REPO, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "DDBENCH_E2E_AUTH": KEY, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    run = RunDir.open(next((root / "ext").iterdir()))
+
+    # every cell ran against the servers, and nothing was started: no server.log, a status saying 'external'
+    cells = pd.read_csv(run.tables / "cells.csv")
+    assert len(cells) == 4 and (cells["status"] == "ok").all()
+    for arm, url in (("ar", ar_url), ("linear-b16", linear_url)):
+        assert not (run.path / arm / "server.log").exists()
+        status = json.loads((run.path / arm / "status.json").read_text())
+        assert status["backend"] == "external" and status["url"] == url and status["status"] == "up"
+        info = json.loads((run.path / arm / "server_info.json").read_text())
+        assert info["url"] == url and info["summary"]["models"] == [TARGET]
+        assert "sglang:spec_verify_calls_total" in info["endpoints"]["/metrics"]["families"]
+    linear_info = json.loads((run.path / "linear-b16" / "server_info.json").read_text())
+    assert linear_info["summary"]["speculative_algorithm"] == "DFLASH"
+
+    # τ of the linear arm from its server's own counters, which moved over its cells
+    summary = pd.read_csv(run.tables / "summary.csv")
+    row = summary[summary["arm"] == "linear-b16"].iloc[0]
+    assert np.isfinite(row["server_tau"]) and row["server_tau"] >= 1 and "/metrics" in row["server_tau_source"]
+    metrics = pd.read_csv(run.tables / "server_metrics.csv")
+    verify = metrics[(metrics["arm"] == "linear-b16") & (metrics["metric"] == "sglang:spec_verify_calls_total")]
+    assert len(verify) == 2 and (verify["delta"] > 0).all()
+
+    # the checks that need ddbench's own server are n/a, with the reason
+    checks = pd.read_csv(run.tables / "checks.csv", keep_default_na=False)   # "n/a" is a status, not NaN
+    na = checks[checks["evidence"].astype(str).str.contains(NOT_STARTED, regex=False)]
+    assert (na["status"] == "n/a").all()
+    assert {"cache flushed or server restarted", "commit = depth + 1 (server log)"} <= set(na["check"])
+
+    # the report says plainly that ddbench did not start them, and shows what they reported
+    assert run.report.is_file()
+    text = subprocess.run(["pdftotext", str(run.report), "-"], capture_output=True, text=True).stdout
+    flat = " ".join(text.split())
+    assert "External servers." in flat and "ddbench did not start these servers" in flat
+    assert "DFLASH" in flat and "linear-b16" in flat
+
+    # the key went to the server by its variable's name; its value is in no file of the run
+    leaked = [str(f) for f in root.rglob("*") if f.is_file() and KEY.encode() in f.read_bytes()]
+    assert leaked == []
+    assert json.loads(run.manifest_path.read_text())["profile"]["arms"][1]["api_key_env"] == "DDBENCH_E2E_AUTH"
