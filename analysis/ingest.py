@@ -23,6 +23,7 @@ from analysis import prom, serverlog
 from analysis.manifest import Manifest, load_manifest
 from ddbench.records import CellStatus, RequestRecord
 from ddbench.results import SERVER_LOG, STATUS, RunDir, read_run_text, record_files
+from ddbench.validation import first_error
 
 CELL = ["arm", "concurrency", "repetition"]
 _REQUIRED = {"request_id", "arm", "concurrency", "repetition", "warmup", "prompt_id", "category", "worker",
@@ -106,8 +107,7 @@ def _status(cdir: Path, arm: str, c: int, r: int) -> dict:
     try:
         st = CellStatus.model_validate_json(path.read_bytes())
     except ValidationError as e:
-        first = e.errors()[0]
-        raise IngestError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        raise IngestError(f"{path}: {first_error(e)}") from None
     if (st.arm, st.concurrency, st.repetition) != (arm, c, r):
         raise IngestError(f"{path}: says cell ({st.arm}, C={st.concurrency}, rep {st.repetition}) "
                           f"but lies in the directory of ({arm}, C={c}, rep {r})")
@@ -163,9 +163,7 @@ def _read_requests_slow(path: Path, arm: str, c: int, r: int) -> pa.Table:
         try:
             rec = RequestRecord.model_validate_json(line)
         except ValidationError as e:
-            first = e.errors()[0]
-            where = ".".join(str(x) for x in first["loc"]) or "<record>"
-            raise IngestError(f"{path}:{n}: {where}: {first['msg']}") from None
+            raise IngestError(f"{path}:{n}: {first_error(e, '<record>')}") from None
         if (rec.arm, rec.concurrency, rec.repetition) != (arm, c, r):
             raise IngestError(f"{path}:{n}: request {rec.request_id} belongs to ({rec.arm}, C={rec.concurrency}, "
                               f"rep {rec.repetition}) but lies in the cell directory of ({arm}, C={c}, rep {r})")

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ddbench.profile import Profile
 from ddbench.results import read_json
+from ddbench.validation import first_error
 
 
 class Git(BaseModel):
@@ -68,6 +69,4 @@ def load_manifest(path: Path) -> Manifest:
     try:
         return Manifest.model_validate(data)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        raise ManifestError(f"{path}: {where}: {first['msg']}") from None
+        raise ManifestError(f"{path}: {first_error(e)}") from None

@@ -153,24 +153,24 @@ def check(profile: Profile, arm_id: str, run_dir: Path) -> ExternalServer:
     url = arm.url.rstrip("/")
     arm_dir = Path(run_dir) / arm.id
     hdrs = headers(arm.api_key_env)
-    key = os.environ.get(arm.api_key_env) if arm.api_key_env else None
     status = {"arm": arm.id, "profile": profile.name, "backend": "external", "url": url,
               "api_key_env": arm.api_key_env, "started_unix": time.time(), "notes": [NOT_STARTED]}
-    why = _unreachable(url, hdrs)
-    if why is not None:
-        reason = f"external arm '{arm.id}': no server answers at {url} ({why}); ddbench starts nothing for it"
+
+    def fail(reason: str):
         write_json_atomic(arm_dir / STATUS, {**status, "status": "failed", "reason": reason,
                                              "ended_unix": time.time()})
         raise BringUpError(reason)
+
+    why = _unreachable(url, hdrs)
+    if why is not None:
+        fail(f"external arm '{arm.id}': no server answers at {url} ({why}); ddbench starts nothing for it")
+    key = hdrs.get("Authorization", "").removeprefix("Bearer ")
     info = scrub(describe(url, hdrs), [key] if key else [])
     write_json_atomic(arm_dir / SERVER_INFO, info)
     listed = info["summary"]["models"]
     model = arm.model or (listed[0] if listed else None)
     if model is None:
-        reason = f"external arm '{arm.id}': {url}/v1/models lists no model, and the arm names none (arms[].model)"
-        write_json_atomic(arm_dir / STATUS, {**status, "status": "failed", "reason": reason,
-                                             "ended_unix": time.time()})
-        raise BringUpError(reason)
+        fail(f"external arm '{arm.id}': {url}/v1/models lists no model, and the arm names none (arms[].model)")
     if arm.model and listed and arm.model not in listed:
         status["notes"].append(f"model '{arm.model}' is not among those /v1/models lists ({listed}); sent as named")
     write_json_atomic(arm_dir / STATUS, {**status, "status": "up", "model": model, "ready_s": 0.0})

@@ -10,14 +10,18 @@ from __future__ import annotations
 FORK_BUILDS = "ddbench's SGLang images, the H200 bundles or `just sglang-venv`"
 
 
-def kinds(profile) -> tuple[str, ...]:
-    """The arm kinds the profile's build can serve; () where ddbench cannot tell (servers it did not start)."""
-    b = profile.backend
-    if b.kind == "sglang" and b.ddtree != "fork":
+def served(kind: str, ddtree: str | None = None) -> tuple[str, ...]:
+    """The arm kinds a backend of this kind and DDTree build can serve; () where ddbench cannot tell (servers
+    it did not start)."""
+    if kind == "sglang" and ddtree != "fork":
         return ("ar", "linear")
-    if b.kind == "external":
+    if kind == "external":
         return ()
     return ("ar", "linear", "chain", "tree")
+
+
+def kinds(profile) -> tuple[str, ...]:
+    return served(profile.backend.kind, profile.backend.ddtree)
 
 
 def describe(profile) -> str:

@@ -22,14 +22,14 @@ from pathlib import Path
 
 import yaml
 
-from ddbench.profile import REPO_ROOT, repo_path
+from ddbench import builds
+from ddbench.profile import REPO_ROOT, is_hub_id, repo_path
 
 ENGINES = ("sglang", "sglang-fork", "refengine")
 # SGLang's own default when a drafter's config names no block size (docs: --speculative-dflash-block-size)
 DEFAULT_BLOCK = 16
 # z-lab names its DFlash drafters after their block: z-lab/Qwen3-8B-DFlash-b16
 BLOCK_IN_NAME = re.compile(r"-b(\d+)$")
-HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 TREE_TOPK = 8     # the study's narrow tree (tree-b15-k8 in every shipped DDTree profile)
 WIDE_FACTOR = 4   # the wide tree verifies 4 blocks' worth of nodes: budget 4b - 1 (tree-b63-k63 at b = 16)
 
@@ -131,7 +131,7 @@ def read_checkpoint(ref: str, flag: str) -> Checkpoint:
     here, in_repo = Path(ref).expanduser(), repo_path(ref)
     directory = here if here.is_dir() else in_repo if in_repo.is_dir() else None
     if directory is None:
-        if HUB_ID.match(ref):
+        if is_hub_id(ref):
             return Checkpoint(ref, None, ref)
         raise InitError(f"{flag} {ref}: no such directory, and not a hub id (org/name)")
     path = directory.resolve() / "config.json"
@@ -215,6 +215,11 @@ def check_tp(target: Checkpoint, tp: int) -> list[str]:
 
 # ---------------------------------------------------------------- proposals
 
+def backend_of(engine: str) -> tuple[str, str | None]:
+    """(backend.kind, backend.ddtree) of an --engine choice."""
+    return ("refengine", None) if engine == "refengine" else ("sglang", "fork" if engine == "sglang-fork" else None)
+
+
 def arm_line(arm: dict, why: str) -> Line:
     return Line(f"- {flow(arm)}", why)
 
@@ -238,7 +243,7 @@ def propose_arms(b: int, engine: str) -> tuple[list[Line], list[Line]]:
         arm_id = f"tree-b{budget}-k{k}"
         ddtree.append((arm_id, arm_line({"id": arm_id, "kind": "tree", "block_size": b, "budget": budget,
                                          "topk": k}, why)))
-    if engine != "sglang":
+    if "tree" in builds.served(*backend_of(engine)):
         return arms + [line for _, line in ddtree], []
     left = [Line(f"# {arm_id}: left out, stock SGLang has no DDTREE algorithm (--engine sglang-fork serves it)")
             for arm_id, _ in ddtree]
@@ -332,7 +337,7 @@ def default_name(target: Checkpoint, gpus: list[int]) -> str:
 
 
 def backend_lines(engine: str, runtime: str, image: str | None) -> list[Line]:
-    kind = "refengine" if engine == "refengine" else "sglang"
+    kind = backend_of(engine)[0]
     how = {"docker": "a pinned image through the Docker SDK", "local": "a process on this host"}[runtime]
     lines = [Line(f"kind: {kind}", {"refengine": "ddbench's reference engine (refengine/serve.py)",
                                     "sglang": "SGLang (python -m sglang.launch_server)",

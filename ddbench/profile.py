@@ -721,3 +721,9 @@ def repo_path(p: str) -> Path:
     """Paths in profiles are relative to the repository root unless absolute."""
     q = Path(p)
     return q if q.is_absolute() else REPO_ROOT / q
+
+
+def is_hub_id(ref: str) -> bool:
+    """`org/name` that is not a path here: a model the server fetches from the hub."""
+    return re.fullmatch(r"[\w.-]+/[\w.-]+", ref) is not None and not repo_path(ref).exists() \
+        and not ref.startswith(("models/", "./", "../"))

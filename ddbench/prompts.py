@@ -31,6 +31,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ddbench.profile import is_random_source, repo_path
+from ddbench.validation import first_error
 
 PACKAGE_PREFIX = "pypi:"
 # the random prompts' maker and version: a change that makes other prompts from the same seed must change it
@@ -89,9 +90,7 @@ def _read_jsonl(path: Path) -> list[Prompt]:
         except json.JSONDecodeError as e:
             raise PromptSetError(f"{path}:{n}: not valid JSON: {e.msg}") from None
         except ValidationError as e:
-            first = e.errors()[0]
-            where = ".".join(str(x) for x in first["loc"]) or "<line>"
-            raise PromptSetError(f"{path}:{n}: {where}: {first['msg']}") from None
+            raise PromptSetError(f"{path}:{n}: {first_error(e, '<line>')}") from None
         if p.id in seen:
             raise PromptSetError(f"{path}:{n}: prompt id '{p.id}' repeats")
         seen.add(p.id)

@@ -31,7 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ddbench import builds, random_prompts, schedule
 from ddbench.cli import add_set_option, plan_text, set_args
 from ddbench.manifest import finish_run, git_state, planned_schedule, record_overrides, start_run
-from ddbench.profile import Profile, ProfileError, load_profile, repo_path, resolve_path
+from ddbench.profile import Profile, ProfileError, is_hub_id, load_profile, repo_path, resolve_path
 from ddbench.prompts import PromptSetError, load_prompt_set
 from ddbench.records import CellStatus
 from ddbench.results import REDO, RESULTS_ROOT, STATUS, RunDir, read_json, write_json_atomic, write_text_atomic
@@ -72,7 +72,7 @@ def problems(profile: Profile, report: bool = True) -> list[str]:
             out.append(f"arms[{i}].api_key_env (arm '{arm.id}'): environment variable {arm.api_key_env} is not set")
     for role in ("target", "drafter"):
         ref = getattr(profile.models, role)
-        if not ref or _hub_id(ref) or profile.backend.kind == "external":   # external: the server's own files
+        if not ref or is_hub_id(ref) or profile.backend.kind == "external":   # external: the server's own files
             continue  # the server reads it from the Hugging Face cache
         if not (repo_path(ref) / "config.json").is_file():
             out.append(f"models.{role}: {repo_path(ref)} holds no config.json")
@@ -92,12 +92,6 @@ def problems(profile: Profile, report: bool = True) -> list[str]:
         except Exception as e:  # no daemon, or no image: both stop the run before it starts
             out.append(f"backend.image {profile.backend.image}: not available ({type(e).__name__}: {e})")
     return out
-
-
-def _hub_id(ref: str) -> bool:
-    """`org/name` that is not a path here: a hub id."""
-    return re.fullmatch(r"[\w.-]+/[\w.-]+", ref) is not None and not repo_path(ref).exists() \
-        and not ref.startswith(("models/", "./", "../"))
 
 
 def estimate(profile: Profile, root: Path) -> str:

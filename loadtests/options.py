@@ -15,6 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 from ddbench.profile import REPO_ROOT, Length, Load, Workload, is_random_source
 from ddbench.prompts import PromptSet, RandomPrompts, is_package, sources
 from ddbench.random_prompts import maker
+from ddbench.validation import first_error
 
 DEFAULT_PROMPT_SET = "loadtests/prompts/chat.jsonl"
 
@@ -122,9 +123,7 @@ def _length(opts, name: str) -> Length | None:
     try:
         return _LENGTH.validate_json(raw)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        raise OptionError(f"--{name}: {where + ': ' if where else ''}{first['msg']}") from None
+        raise OptionError(f"--{name}: {first_error(e)}") from None
 
 
 def resolve_prompt_set(value: str) -> Path:
