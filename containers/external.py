@@ -23,9 +23,8 @@ import httpx
 
 from containers.ready import BringUpError
 from ddbench.profile import Profile
-from ddbench.results import STATUS, declare_secret_env, write_json_atomic
+from ddbench.results import SERVER_INFO, STATUS, declare_secret_env, write_json_atomic
 
-SERVER_INFO = "server_info.json"
 PROBE_TIMEOUT_S = 10.0
 INFO_PATHS = ("/get_server_info", "/server_info")   # SGLang now, SGLang before 0.4 and the reference engine
 NOT_STARTED = "external server: ddbench did not start it"

@@ -42,6 +42,7 @@ RESULTS_ROOT = REPO_ROOT / "results"
 MANIFEST = "manifest.json"
 REDO = "redo.json"
 STATUS = "status.json"
+SERVER_INFO = "server_info.json"   # an external server's self-description, beside its arm's status
 SERVER_LOG = "server.log"
 TABLES = "tables"
 REPORT = "report.pdf"

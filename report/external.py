@@ -11,10 +11,9 @@ from pathlib import Path
 
 from markupsafe import Markup
 
+from ddbench.results import SERVER_INFO, STATUS
 from report.tex import breakable, escape, url
 
-SERVER_INFO = "server_info.json"
-STATUS = "status.json"
 UNREPORTED = "not reported"
 
 
