@@ -65,47 +65,59 @@ DFLASH = ("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path",
 
 
 class RefengineServers:
-    """Reference-engine servers of the shipped pair on the CPU, each started, waited for and stopped by the
-    fixture that made this: `start(log, *flags)` returns the server's base URL once /health answers."""
+    """Reference-engine servers of the shipped pair on the CPU (`start(log, *flags)`), or any server's argv
+    (`launch`), each started, waited for and stopped by the fixture that made this; both return the
+    server's base URL once /health answers."""
 
     def __init__(self):
         self.procs = []
 
-    def start(self, log: Path, *flags: str) -> str:
-        import os
+    @staticmethod
+    def free_port() -> int:
         import socket
-        import subprocess
-        import sys
 
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+            return s.getsockname()[1]
+
+    def start(self, log: Path, *flags: str) -> str:
+        import os
+        import sys
+
+        port = self.free_port()
         argv = [sys.executable, "-m", "refengine.serve", "--model-path", SHIPPED_TARGET, "--port", str(port),
                 "--device", "cpu", "--dtype", "float32", "--enable-metrics", *flags]
-        proc = subprocess.Popen(argv, cwd=REPO, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-                                env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True)
+        return self.launch(argv, port, log, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+    def launch(self, argv: list[str], port: int, log: Path, env: dict[str, str] | None = None,
+               timeout: float = 180) -> str:
+        """Any server's argv (SGLang's too), run from the repository root: its base URL once /health answers."""
+        import subprocess
+
+        proc = subprocess.Popen(argv, cwd=REPO, stdout=open(log, "wb"), stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
         self.procs.append(proc)
         url = f"http://127.0.0.1:{port}"
-        self._wait(proc, url, log)
+        self._wait(proc, url, log, timeout)
         return url
 
     @staticmethod
-    def _wait(proc, url: str, log: Path) -> None:
+    def _wait(proc, url: str, log: Path, timeout: float) -> None:
         import time
+        import urllib.request
 
-        import httpx
-
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(f"server exited {proc.returncode}:\n{log.read_text()[-3000:]}")
             try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
+                with urllib.request.urlopen(url + "/health", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
                 pass
             time.sleep(0.3)
-        raise RuntimeError(f"server not ready in 180 s:\n{log.read_text()[-3000:]}")
+        raise RuntimeError(f"server not ready in {timeout:.0f} s:\n{log.read_text()[-3000:]}")
 
     def pair(self, folder: Path) -> list[str]:
         """An AR server and a DFlash (linear, block 16) one: their URLs."""

@@ -1,0 +1,75 @@
+"""The qwen3-8b twin at 8B cost, served: it loads in the reference engine and, through the H200 bundles, in
+SGLang, and every arm of the twin's two profiles answers a request, its speculative arms with the trained
+pair's acceptance (a twin whose drafter lost the pair's predictions would verify one token a step).
+
+GPU tests: they need CUDA and the twin (`just twin qwen3-8b --seed 0 --dtype bf16`, or DDBENCH_TWIN_DIR);
+SGLang's half also needs the bundles on PYTHONPATH (`containers/h200/setup.sh harness sglang sglang-ddtree`).
+Graphs are off here, so that each server comes up in seconds; the committed runs serve the twin with them on.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from ddbench import prom
+from ddbench.launch import server_command
+from ddbench.profile import load_profile
+
+REPO = Path(__file__).resolve().parents[3]
+PROFILES = {"refengine": "h200-twin8b", "sglang": "h200-twin8b-sglang"}
+TWIN = Path(os.environ.get("DDBENCH_TWIN_DIR", REPO / ".twins/qwen3-8b-s0"))
+MAX_TOKENS = 64
+# the shipped pair verifies ~6-8 tokens a step on chat prompts; a drafter that predicts nothing verifies 1
+MIN_TAU = 2.0
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not (TWIN / "twin.json").is_file(),
+                                 reason=f"no twin at {TWIN}: just twin qwen3-8b --seed 0 --dtype bf16")]
+
+
+def _cases() -> list[tuple[str, str]]:
+    return [(backend, arm.id) for backend, name in PROFILES.items() for arm in load_profile(name).arms]
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return r.read().decode()
+
+
+def _post(url: str, body: dict) -> dict:
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=300) as r:
+        return json.loads(r.read())
+
+
+@pytest.mark.parametrize(("backend", "arm_id"), _cases())
+def test_each_arm_serves_the_twin_with_the_pairs_acceptance(backend, arm_id, refengine_servers, tmp_path):
+    if backend == "sglang" and importlib.util.find_spec("sglang") is None:
+        pytest.skip("SGLang's bundles are not on PYTHONPATH: containers/h200/setup.sh harness sglang sglang-ddtree")
+    profile = load_profile(PROFILES[backend])
+    profile = profile.model_copy(update={"runtime": profile.runtime.model_copy(update={"cuda_graphs": False})})
+    arm, port = profile.arm(arm_id), refengine_servers.free_port()
+    launch = server_command(profile, arm, port=port, python=sys.executable)
+    argv = launch.argv + (["--disable-piecewise-cuda-graph"] if backend == "sglang" else [])
+    url = refengine_servers.launch(argv, port, tmp_path / "server.log", env={**os.environ, **launch.env},
+                                   timeout=600)
+    prompt = json.loads((REPO / profile.workload.prompt_set).read_text().splitlines()[0])
+    before = prom.parse(_get(url + "/metrics"))
+    reply = _post(url + "/v1/chat/completions",
+                  {"model": profile.models.target, "messages": prompt["messages"], "max_tokens": MAX_TOKENS,
+                   "temperature": 0, "ignore_eos": True})
+    after = prom.parse(_get(url + "/metrics"))
+    assert reply["usage"]["completion_tokens"] == MAX_TOKENS
+    assert reply["choices"][0]["message"]["content"].strip()
+    generated = after[prom.GENERATED] - before.get(prom.GENERATED, 0)
+    assert generated == MAX_TOKENS
+    if arm.kind != "ar":
+        steps = after[prom.VERIFY_CALLS] - before.get(prom.VERIFY_CALLS, 0)
+        assert generated / steps >= MIN_TAU, f"{backend} {arm_id}: tau {generated / steps:.2f}"
