@@ -188,8 +188,32 @@ def sweep(profile: Profile, run: RunDir, reps: range | None = None) -> None:
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("starting", total=len(todo))
         runner = make_cell_runner(progress, task, random_prompts.profile_tokenizer(profile))
-        run_sweep(profile, run.path, runner, todo=todo, prepare=_retire)
+        run_sweep(profile, run.path, runner, todo=todo, prepare=_unmarking(run, todo))
     _mark(run, _marked(run) - {r for _, _, r in todo})
+
+
+def _unmarking(run: RunDir, todo: list[tuple[str, int, int]]):
+    """The sweep's prepare: retire the cell's earlier attempt, and unmark each repetition whose cells of this
+    slice have all run ok by now (a cell is prepared only once the one before it ended), so that a slice
+    cut later does not send a finished repetition round again."""
+    cells = {run.cell_dir(*x): x for x in todo}
+    started: set[tuple[str, int, int]] = set()
+
+    def prepare(cell_dir: Path) -> None:
+        done = set(started)
+        started.add(cells.get(Path(cell_dir)))
+        finished = {r for r in _marked(run)
+                    if all(x in done and _ok(run, x) for x in todo if x[2] == r)}
+        if finished:
+            _mark(run, _marked(run) - finished)
+        _retire(cell_dir)
+
+    return prepare
+
+
+def _ok(run: RunDir, cell: tuple[str, int, int]) -> bool:
+    s = cell_status(run.cell_dir(*cell))
+    return s is not None and s.status == "ok"
 
 
 def _marked(run: RunDir) -> set[int]:

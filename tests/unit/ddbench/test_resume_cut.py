@@ -70,3 +70,15 @@ def test_a_repetition_cut_halfway_through_its_redo_is_redone_whole(monkeypatch, 
     # the first attempt of every cell of that repetition is kept aside, the failed one among them
     arm, c, r = failed
     assert (run.path / arm / "attempts" / f"c{c}-r{r}.1" / STATUS).is_file()
+
+
+def test_a_repetition_finished_before_the_cut_is_not_redone(monkeypatch, half_done):
+    profile, run, failed = half_done
+    later = next(x for x in profile.cells() if x[2] != failed[2])
+    _write(run, *later, status="failed")
+    first = [x for x in profile.cells() if x[2] == failed[2]]
+    _sweep(monkeypatch, run_n_cells=len(first) + 1)   # the first repetition whole, then one cell of the next
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.sweep(profile, run)
+    assert {r for _, _, r in reproduce.pending_cells(profile, run)} == {later[2]}
+    assert reproduce.read_json(run.path / REDO) == {"repetitions": [later[2]]}
