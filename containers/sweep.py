@@ -5,8 +5,8 @@
 The schedule (ddbench/schedule.py) cuts the sweep into blocks: servers that are up together and
 the cells that run against them, in order. For each block its servers come up (the first alone,
 so that one-time compilation caches are warm, then the rest in parallel; SGLang servers sharing a
-GPU one at a time, each sized to its share: containers/gpu_memory.py), its cells run with
-telemetry, and its servers go down. An arm that does not come up, or a server that exits before
+GPU one at a time, each sized to its share: containers/gpu_memory.py), they take load.warmup_s of
+unmeasured load, its cells run with telemetry, and its servers go down. An arm that does not come up, or a server that exits before
 or during a cell, leaves every affected cell with a failed status.json that says why; the sweep
 goes on. Backend 'external' (containers/external.py): no server is started or stopped; each is
 checked to answer (one that does not fails its arm's cells, naming the arm and URL). The cell
@@ -26,10 +26,11 @@ from containers.telemetry import TELEMETRY, Telemetry
 from ddbench import schedule
 from ddbench.profile import Profile
 from ddbench.records import CellStatus
-from ddbench.results import STATUS, cell_name, write_json_atomic
+from ddbench.results import STATUS, WARMUP, cell_name, write_json_atomic
 
-# cell(workload, load, *, url, cell_dir, arm, concurrency, repetition) -> CellStatus; the workload is the
-# one the measured arm sends (its sampling setting), the url its base arm's server
+# cell(workload, load, *, url, cell_dir, arm, concurrency, repetition[, unmeasured]) -> CellStatus; the
+# workload is the one the measured arm sends (its sampling setting), the url its base arm's server;
+# unmeasured=True for a warm-up's load
 CellRunner = Callable[..., CellStatus]
 
 
@@ -90,6 +91,7 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
         servers, down = up_together(profile, list(block.arms), run_dir, command=command, timeout_s=timeout_s)
     out = []
     try:
+        warm_up(profile, block, servers, run_dir, cell, outside)
         for a, c, r in block.cells:
             if prepare is not None:
                 prepare(cell_dir(a, c, r))
@@ -119,6 +121,33 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
         for s in servers.values():
             s.stop()
     return out
+
+
+def warm_up(profile: Profile, block: schedule.Block, servers: dict, run_dir: Path, cell: CellRunner,
+            outside: bool = False) -> None:
+    """load.warmup_s of unmeasured load after a bring-up, shared evenly over the block's (arm, concurrency)
+    pairs in the order they run, each into <arm>/warmup/c<C>.<k>/ (never read as a cell; k counts
+    bring-ups). A warm-up that fails is left at that: the measured cells say what is wrong."""
+    if not profile.load.warmup_s:
+        return
+    pairs = list(dict.fromkeys((a, c) for a, c, _ in block.cells if profile.arm(a).server in servers))
+    if not pairs:
+        return
+    load = profile.load.model_copy(update={"duration_s": profile.load.warmup_s / len(pairs),
+                                           "requests_per_user": None, "warmup_requests": 0})
+    for a, c in pairs:
+        server = servers[profile.arm(a).server]
+        if server.exited() is not None:
+            continue
+        more = {"model": server.model, "api_key_env": server.api_key_env} if outside else {}
+        cell(profile.workload_for(a), load, url=server.url, cell_dir=warmup_dir(run_dir, a, c), arm=a,
+             concurrency=c, repetition=0, unmeasured=True, **more)
+
+
+def warmup_dir(run_dir: Path, arm: str, concurrency: int) -> Path:
+    d = Path(run_dir) / arm / WARMUP
+    k = 1 + (sum(1 for p in d.iterdir() if p.name.startswith(f"c{concurrency}.")) if d.is_dir() else 0)
+    return d / f"c{concurrency}.{k}"
 
 
 def run_sweep(profile: Profile, run_dir: Path, cell: CellRunner, *, todo: list[schedule.Cell] | None = None,

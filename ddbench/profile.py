@@ -431,6 +431,12 @@ class Load(Strict):
     rate: float | None = Field(None, gt=0, description="open loop: requests/s")
     arrival: Literal["constant", "poisson"] = Field("poisson", description="open loop: the arrival process")
     warmup_requests: int = Field(2, ge=0, description="per user, excluded from statistics")
+    # left out of the dump when 0, so that runs recorded before the field existed keep their digests
+    warmup_s: float = Field(
+        0, ge=0, exclude_if=lambda v: v == 0,
+        description="seconds of unmeasured load after each bring-up, shared evenly over the (arm, concurrency) "
+                    "pairs about to run, before the first measured cell: servers (and the GPU and host under "
+                    "them) can run slower for their first minutes than later")
     requests_per_user: Annotated[int, Field(ge=1)] | dict[int, Annotated[int, Field(ge=1)]] | None = Field(
         None, description="measured requests per user: one number, or one per concurrency level "
                                 "(longer cells where a level's cells are short)")

@@ -110,7 +110,10 @@ def estimate(profile: Profile, root: Path) -> str:
     total = sum(sum(durations[k]) / len(durations[k]) for k in known)
     missing = len(profile.cells()) - len(known)
     tail = f" (+ {missing} cells never timed here)" if missing else ""
-    return f"about {total / 60:.1f} min of cells, from earlier runs here{tail}, plus server start-up per arm"
+    warm = (f", and {profile.load.warmup_s:g} s of warm-up load after each of "
+            f"{len(list(schedule.blocks(profile)))} bring-up(s)" if profile.load.warmup_s else "")
+    return (f"about {total / 60:.1f} min of cells, from earlier runs here{tail}, plus server start-up per arm"
+            f"{warm}")
 
 
 def _scrape(url: str, path: Path, headers: dict[str, str] | None = None) -> None:
@@ -145,12 +148,12 @@ def make_cell_runner(progress: Progress, task, tokenizer: Path | None = None):
     """tokenizer: the target's tokenizer directory, for random prompts (None: the workload has none)."""
     from loadtests.cell import run_cell
 
-    def run(workload, load, *, url, cell_dir, arm, concurrency, repetition, **kw) -> CellStatus:
+    def run(workload, load, *, url, cell_dir, arm, concurrency, repetition, unmeasured=False, **kw) -> CellStatus:
         cell_dir = Path(cell_dir)
         done = cell_status(cell_dir)
         if done is not None and done.status == "ok":
             return done
-        progress.update(task, description=f"{arm} C={concurrency} r{repetition}")
+        progress.update(task, description=f"{arm} C={concurrency} " + ("warm-up" if unmeasured else f"r{repetition}"))
         from containers.external import headers  # an external arm's API key, by its variable's name
 
         auth = headers(kw.get("api_key_env"))
@@ -161,7 +164,8 @@ def make_cell_runner(progress: Progress, task, tokenizer: Path | None = None):
                             repetition=repetition, tokenizer=tokenizer, **kw)
         finally:
             _scrape(url, cell_dir / "metrics-after.prom", auth)
-            progress.advance(task)
+            if not unmeasured:
+                progress.advance(task)
 
     return run
 

@@ -5,6 +5,7 @@
         <arm>/server.log              the server's output while the arm was up
         <arm>/status.json             whether the arm came up
         <arm>/attempts/c<C>-r<R>.<N>/  a cell's earlier attempt, moved aside just before it ran again
+        <arm>/warmup/c<C>.<N>/        unmeasured load after the N-th bring-up (load.warmup_s), laid out as a cell
         redo.json                     repetitions a resumed sweep is running again, while it runs
         <arm>/c<C>-r<R>/              one cell: concurrency C, repetition R
             requests-<worker>.jsonl   one RequestRecord per line, one file per Locust process
@@ -41,6 +42,7 @@ from ddbench.profile import REPO_ROOT
 RESULTS_ROOT = REPO_ROOT / "results"
 MANIFEST = "manifest.json"
 REDO = "redo.json"
+WARMUP = "warmup"
 STATUS = "status.json"
 SERVER_INFO = "server_info.json"   # an external server's self-description, beside its arm's status
 SERVER_LOG = "server.log"

@@ -94,7 +94,9 @@ def context(a: Analysis, figs: dict[str, Path], omitted: dict[str, str] | None =
              ("workload", p.workload.lengths_text),
              ("sampling", "; ".join(x.text for x in p.workload.settings())),
              ("load", f"{p.load.mode} loop, C in {p.load.concurrency}, {p.load.repetitions} repetition(s), "
-                      f"{p.load.warmup_requests} warmup request(s) per user"),
+                      f"{p.load.warmup_requests} warmup request(s) per user"
+                      + (f", {p.load.warmup_s:g} s of unmeasured load after each server start" if p.load.warmup_s
+                         else "")),
              ("started / ended", f"{rec(m.started)} / {rec(m.ended)}"),
              ("seeds", str(m.seeds or "not recorded"))]
     images = m.images.items() if isinstance(m.images, dict) else [(str(i), str(v)) for i, v in enumerate(m.images)]

@@ -34,7 +34,8 @@ def mini(tmp_path, word_pair_dir):
         "placement": {"device": "cpu"}, "runtime": {"dtype": "float32"},
         "arms": [{"id": "ar", "kind": "ar"}, {"id": "linear-b8", "kind": "linear", "block_size": 8}],
         "workload": {"prompt_set": str(prompts), "max_tokens": 12, "temperature": 0},
-        "load": {"concurrency": [1], "warmup_requests": 1, "requests_per_user": 4, "repetitions": 2},
+        "load": {"concurrency": [1], "warmup_requests": 1, "requests_per_user": 4, "repetitions": 2,
+                 "warmup_s": 2},
     }
     path = tmp_path / "mini.yaml"
     path.write_text(yaml.safe_dump(profile))
@@ -83,6 +84,11 @@ def test_reproduce_verify_then_interrupt_and_resume(mini, tmp_path):
     assert "linear-b8" in text and "ar" in text
     expected = stable_cells(run)
     assert (expected["status"] == "ok").all() and len(expected) == 4
+    # the warm-up after the bring-up ran each arm through the real load generator, outside the cells
+    for arm in ("ar", "linear-b8"):
+        warm = run.path / arm / "warmup" / "c1.1"
+        assert json.loads((warm / "status.json").read_text())["status"] == "ok"
+        assert list(warm.glob("requests-*.jsonl*"))
 
     # verify: a deterministic re-run matches; a tampered record is named by arm and prompt
     same = verify(run.path, tmp_path / "verify")
@@ -119,6 +125,7 @@ def test_reproduce_verify_then_interrupt_and_resume(mini, tmp_path):
     log3, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, log3
     pd.testing.assert_frame_equal(stable_cells(run2), expected)
+    assert (run2.path / "ar" / "warmup" / "c1.2" / "status.json").is_file()   # the resume's own bring-up
 
 
 def test_resume_refuses_another_profile(mini, tmp_path):

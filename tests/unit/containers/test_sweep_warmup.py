@@ -1,0 +1,75 @@
+"""load.warmup_s: after a bring-up and before the first measured cell, unmeasured load shared evenly over the
+(arm, concurrency) pairs about to run, in their order, each into <arm>/warmup/c<C>.<k>/ where no analysis
+reads a cell; nothing happens when it is 0, and a profile without it keeps its digest."""
+
+from __future__ import annotations
+
+import yaml
+
+from containers import sweep
+from ddbench import schedule
+from ddbench.profile import load_profile
+from ddbench.records import CellStatus
+from ddbench.results import RunDir
+
+
+class _Server:
+    url, model, api_key_env = "http://127.0.0.1:9", None, None
+
+    def exited(self):
+        return None
+
+    def stop(self):
+        pass
+
+
+def _profile(tmp_path, **load):
+    data = {"name": "t", "backend": {"kind": "refengine"}, "models": {"target": "none", "drafter": "none"},
+            "arms": [{"id": "ar", "kind": "ar"}, {"id": "linear-b16", "kind": "linear", "block_size": 16}],
+            "workload": {"prompt_set": "loadtests/prompts/chat.jsonl", "max_tokens": 8},
+            "load": {"concurrency": [1, 4], "requests_per_user": 2, "repetitions": 2, **load}}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_profile(path)
+
+
+def _sweep(monkeypatch, tmp_path, profile):
+    calls = []
+    monkeypatch.setattr(sweep, "up_together", lambda p, arms, run_dir, **kw: ({a: _Server() for a in arms}, {}))
+
+    def cell(workload, load, *, cell_dir, arm, concurrency, repetition, unmeasured=False, **kw):
+        calls.append((arm, concurrency, repetition, unmeasured, load.duration_s, load.warmup_requests, cell_dir))
+        cell_dir.mkdir(parents=True, exist_ok=True)
+        return CellStatus(arm=arm, concurrency=concurrency, repetition=repetition, status="ok")
+
+    sweep.run_sweep(profile, tmp_path / "run", cell, telemetry_interval_s=60)
+    return calls
+
+
+def test_each_bring_up_is_followed_by_warm_up_load_over_the_pairs_about_to_run(monkeypatch, tmp_path):
+    profile = _profile(tmp_path, warmup_s=20, schedule="interleaved-fresh")   # a bring-up per repetition
+    calls = _sweep(monkeypatch, tmp_path, profile)
+    blocks = schedule.blocks(profile)
+    assert len(blocks) == 2
+    at = 0
+    for k, block in enumerate(blocks, start=1):
+        pairs = list(dict.fromkeys((a, c) for a, c, _ in block.cells))
+        warm, measured = calls[at:at + len(pairs)], calls[at + len(pairs):at + len(pairs) + len(block.cells)]
+        at += len(pairs) + len(block.cells)
+        assert [(a, c) for a, c, *_ in warm] == pairs
+        assert all(w[3] and w[4] == 20 / len(pairs) and w[5] == 0 for w in warm)
+        assert [w[6] for w in warm] == [tmp_path / "run" / a / "warmup" / f"c{c}.{k}" for a, c in pairs]
+        assert [(a, c, r) for a, c, r, *_ in measured] == list(block.cells)
+        assert not any(m[3] for m in measured)
+    assert at == len(calls)
+    # the warm-ups are not cells of the run
+    cells = {(a, c, r) for a, c, r, _ in RunDir(tmp_path / "run").cells()}
+    assert cells == set(profile.cells())
+
+
+def test_no_warm_up_when_warmup_s_is_zero_and_no_change_to_the_digest(monkeypatch, tmp_path):
+    profile = _profile(tmp_path)
+    calls = _sweep(monkeypatch, tmp_path, profile)
+    assert not any(c[3] for c in calls) and len(calls) == len(profile.cells())
+    assert "warmup_s" not in profile.model_dump(mode="json")["load"]
+    assert _profile(tmp_path, warmup_s=0).digest() == profile.digest() != _profile(tmp_path, warmup_s=5).digest()
