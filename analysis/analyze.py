@@ -51,7 +51,7 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     # filtering a frame copies every column: the numeric view keeps the many per-cell slices cheap
     slim = req[SLIM]
     cells, boots = metrics.per_cell(slim, gaps, cells_in, kinds, bootstrap, seed)
-    for col in ("started_unix", "ended_unix"):
+    for col in ("started_unix", "ended_unix", "window_start_ns", "window_end_ns"):
         cells[col] = cells_in[col].to_numpy()
     cells = steps_from_server(run, cells)
     summary = with_server_tau(run, metrics.across_repetitions(cells), cells)

@@ -38,7 +38,7 @@ def foreign_limit(cores: int | None) -> float:
     return round(FOREIGN_SHARE * (cores or 2), 3)
 DRIFT_COLUMNS = ["cells", "groups", "span_s", "rate_per_10min", "rate_lo", "rate_hi", "over_run", "df"]
 BAND_COLUMNS = ["arm", "concurrency", "repetition", "sm_clock_mhz", "clock_band_lo", "clock_band_hi", "power_w",
-                "power_band_lo", "power_band_hi", "outside", "comparisons"]
+                "power_band_lo", "power_band_hi", "outside", "comparisons", "gpu_busy_pct"]
 
 
 def drift(cells: pd.DataFrame, level: float = LEVEL) -> dict:
@@ -97,20 +97,22 @@ def _median(x: pd.Series) -> float:
 
 
 def gpu_band(telemetry: pd.DataFrame, cells: pd.DataFrame, speedups: pd.DataFrame) -> pd.DataFrame:
-    """Per ok cell with GPU samples: its median SM clock and mean power against the run's bands."""
+    """Per ok cell with GPU samples: its median SM clock and mean power against the run's bands, and how busy
+    the GPU was over the cell's measured window (gpu_busy_pct)."""
     if telemetry.empty or "source" not in telemetry or not (telemetry["source"] == "gpu").any():
         return pd.DataFrame(columns=BAND_COLUMNS)
     g = telemetry[telemetry["source"] == "gpu"]
-    ok = cells[cells["status"] == "ok"][["arm", "concurrency", "repetition"]]
+    ok = cells[cells["status"] == "ok"]
     per = []
-    for r in ok.itertuples():
-        m = g[(g["arm"] == r.arm) & (g["concurrency"] == r.concurrency) & (g["repetition"] == r.repetition)]
+    for r in ok.to_dict("records"):
+        m = g[(g["arm"] == r["arm"]) & (g["concurrency"] == r["concurrency"]) & (g["repetition"] == r["repetition"])]
         if m.empty:
             continue
         power = pd.to_numeric(m.get("power_w"), errors="coerce").dropna() if "power_w" in m else pd.Series(dtype=float)
-        per.append({"arm": r.arm, "concurrency": int(r.concurrency), "repetition": int(r.repetition),
+        per.append({"arm": r["arm"], "concurrency": int(r["concurrency"]), "repetition": int(r["repetition"]),
                     "sm_clock_mhz": _median(m["sm_clock_mhz"]) if "sm_clock_mhz" in m else float("nan"),
-                    "power_w": float(power.mean()) if len(power) else float("nan")})
+                    "power_w": float(power.mean()) if len(power) else float("nan"),
+                    "gpu_busy_pct": _busy(m, r.get("window_start_ns"), r.get("window_end_ns"))})
     if not per:
         return pd.DataFrame(columns=BAND_COLUMNS)
     df = pd.DataFrame(per)
@@ -125,6 +127,16 @@ def gpu_band(telemetry: pd.DataFrame, cells: pd.DataFrame, speedups: pd.DataFram
     df["comparisons"] = [_touched(speedups, r.arm, r.concurrency) if r.outside else ""
                          for r in df.itertuples()]
     return df[BAND_COLUMNS]
+
+
+def _busy(samples: pd.DataFrame, start_ns, end_ns) -> float:
+    """Mean utilization.gpu (the share of time a kernel ran) over the samples inside the measured window: a
+    cell's setup and its warm-up requests would otherwise count idle or unlike time."""
+    if "utilization_gpu_pct" not in samples or "t_ns" not in samples or pd.isna(start_ns) or pd.isna(end_ns):
+        return float("nan")
+    inside = samples[samples["t_ns"].between(start_ns, end_ns)]
+    util = pd.to_numeric(inside["utilization_gpu_pct"], errors="coerce").dropna()
+    return float(util.mean()) if len(util) else float("nan")
 
 
 def _touched(speedups: pd.DataFrame, arm: str, c: int) -> str:

@@ -186,6 +186,17 @@ def decomposition(a: Analysis) -> Markup:
     return latex(df, "llrrrrrrrrr")
 
 
+def gpu_busy(a: Analysis) -> Markup | None:
+    """Each arm's GPU-busy share per concurrency (mean over repetitions), or None without the samples."""
+    b = a.gpu_band
+    if b.empty or "gpu_busy_pct" not in b or b["gpu_busy_pct"].isna().all():
+        return None
+    t = b.groupby(["arm", "concurrency"])["gpu_busy_pct"].mean().unstack("concurrency")
+    arms = [x.id for x in a.run.profile.measured_arms() if x.id in t.index]
+    rows = [[escape(arm)] + [num(t.loc[arm, c], 0) for c in t.columns] for arm in arms]
+    return latex(pd.DataFrame(rows, columns=_h("arm", *(f"C={c}" for c in t.columns))), "l" + "r" * len(t.columns))
+
+
 def drift(a: Analysis) -> Markup:
     d = a.drift
     if d.empty:

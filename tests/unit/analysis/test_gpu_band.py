@@ -46,3 +46,19 @@ def test_power_outside_its_arms_band_is_flagged_and_a_steady_run_is_not():
 
 def test_no_gpu_samples_no_band():
     assert stability.gpu_band(pd.DataFrame(), _frame(CELLS), SPEEDUPS).empty
+
+
+def test_gpu_busy_is_the_utilization_inside_the_measured_window():
+    cells = _frame(CELLS[:2]).assign(window_start_ns=[10e9, 40e9], window_end_ns=[20e9, 50e9])
+    rows = []
+    for (arm, c, r), t0 in zip(CELLS[:2], (10, 40), strict=True):
+        # idle before and after the window (setup, warm-up requests), busy inside it
+        rows += [{"arm": arm, "concurrency": c, "repetition": r, "source": "gpu", "sm_clock_mhz": 1980,
+                  "power_w": 300, "t_ns": (t0 + dt) * 1e9, "utilization_gpu_pct": u}
+                 for dt, u in ((-3, 0), (2, 60), (5, 50), (9, 40), (14, 0))]
+    b = stability.gpu_band(pd.DataFrame(rows), cells, SPEEDUPS)
+    assert b["gpu_busy_pct"].tolist() == [50.0, 50.0]
+    # without a window, or without utilization samples, no figure rather than a guess
+    assert stability.gpu_band(pd.DataFrame(rows), _frame(CELLS[:2]), SPEEDUPS)["gpu_busy_pct"].isna().all()
+    no_util = pd.DataFrame(rows).drop(columns="utilization_gpu_pct")
+    assert stability.gpu_band(no_util, cells, SPEEDUPS)["gpu_busy_pct"].isna().all()

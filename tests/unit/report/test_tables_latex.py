@@ -73,3 +73,20 @@ def test_the_ratio_table_shows_the_repetitions_interval_beside_a_widened_one():
     assert str(tables._between(row)) == "1.364--1.560 (5.4)"
     for alone in ({**row, "between_sd": float("nan"), "between_n": 1}, {**row, "between_sd": 0.0}, {}):
         assert str(tables._between(alone)) == "--"
+
+
+def test_gpu_busy_is_one_row_per_measured_arm_in_profile_order_and_absent_without_samples():
+    from types import SimpleNamespace
+
+    arms = [SimpleNamespace(id=i) for i in ("ar", "linear-b16")]
+    run = SimpleNamespace(profile=SimpleNamespace(measured_arms=lambda: arms))
+    band = pd.DataFrame([{"arm": a, "concurrency": c, "repetition": r, "gpu_busy_pct": u}
+                         for a, c, r, u in [("linear-b16", 1, 1, 60), ("linear-b16", 1, 2, 64), ("ar", 1, 1, 80),
+                                            ("ar", 1, 2, 82), ("ar", 8, 1, 70), ("linear-b16", 8, 1, 50)]])
+    tex = str(tables.gpu_busy(SimpleNamespace(gpu_band=band, run=run)))
+    rows = [ln for ln in tex.splitlines() if ln.split("&")[0].strip() in ("ar", "linear-{}b16")]
+    assert [r.split("&")[0].strip() for r in rows] == ["ar", "linear-{}b16"]
+    assert [re.findall(r"\d+", c)[0] for c in rows[0].split("&")[1:]] == ["81", "70"]
+    assert [re.findall(r"\d+", c)[0] for c in rows[1].split("&")[1:]] == ["62", "50"]
+    assert tables.gpu_busy(SimpleNamespace(gpu_band=band.assign(gpu_busy_pct=float("nan")), run=run)) is None
+    assert tables.gpu_busy(SimpleNamespace(gpu_band=pd.DataFrame(), run=run)) is None
