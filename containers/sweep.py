@@ -6,11 +6,12 @@ The schedule (ddbench/schedule.py) cuts the sweep into blocks: servers that are 
 the cells that run against them, in order. For each block its servers come up (the first alone,
 so that one-time compilation caches are warm, then the rest in parallel; SGLang servers sharing a
 GPU one at a time, each sized to its share: containers/gpu_memory.py), they take load.warmup_s of
-unmeasured load, its cells run with telemetry, and its servers go down. An arm that does not come up, or a server that exits before
-or during a cell, leaves every affected cell with a failed status.json that says why; the sweep
-goes on. Backend 'external' (containers/external.py): no server is started or stopped; each is
-checked to answer (one that does not fails its arm's cells, naming the arm and URL). The cell
-runner is passed in (the load generator's run_cell), so this module knows servers, not traffic.
+unmeasured load, its cells run with telemetry, and its servers go down. An arm that does not come
+up, or a server that exits before or during a cell, leaves every affected cell with a failed
+status.json that says why; the sweep goes on. Backend 'external' (containers/external.py): no
+server is started or stopped; each is checked to answer (one that does not fails its arm's cells,
+naming the arm and URL). The cell runner is passed in (the load generator's run_cell), so this
+module knows servers, not traffic.
 """
 
 from __future__ import annotations
