@@ -108,10 +108,8 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
                 continue
             with Telemetry(cell_dir(a, c, r) / TELEMETRY, gpus=profile.placement.gpus or None,
                            interval_s=telemetry_interval_s):
-                # an external server's model name and API key go with each request (the key by its variable's name)
-                more = {"model": server.model, "api_key_env": server.api_key_env} if outside else {}
                 status = cell(profile.workload_for(a), profile.load, url=server.url, cell_dir=cell_dir(a, c, r),
-                              arm=a, concurrency=c, repetition=r, **more)
+                              arm=a, concurrency=c, repetition=r, **_request_args(server, outside))
             gone = server.exited()
             if gone is not None:
                 why = f"the server {gone} during the cell" + (f"; {status.reason}" if status.reason else "")
@@ -122,6 +120,11 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
         for s in servers.values():
             s.stop()
     return out
+
+
+def _request_args(server, outside: bool) -> dict:
+    """An external server's model name and API key go with each request (the key by its variable's name)."""
+    return {"model": server.model, "api_key_env": server.api_key_env} if outside else {}
 
 
 def warm_up(profile: Profile, block: schedule.Block, servers: dict, run_dir: Path, cell: CellRunner,
@@ -140,9 +143,8 @@ def warm_up(profile: Profile, block: schedule.Block, servers: dict, run_dir: Pat
         server = servers[profile.arm(a).server]
         if server.exited() is not None:
             continue
-        more = {"model": server.model, "api_key_env": server.api_key_env} if outside else {}
         cell(profile.workload_for(a), load, url=server.url, cell_dir=warmup_dir(run_dir, a, c), arm=a,
-             concurrency=c, repetition=0, unmeasured=True, **more)
+             concurrency=c, repetition=0, unmeasured=True, **_request_args(server, outside))
 
 
 def warmup_dir(run_dir: Path, arm: str, concurrency: int) -> Path:

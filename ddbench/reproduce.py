@@ -53,8 +53,7 @@ def pending_cells(profile: Profile, run: RunDir, reps: range | None = None) -> l
     for arm, c, r in profile.cells():
         if reps is not None and r not in reps:
             continue
-        s = cell_status(run.cell_dir(arm, c, r))
-        if s is None or s.status != "ok" or r in redo:
+        if not _ok(run, (arm, c, r)) or r in redo:
             out.append((arm, c, r))
     return out
 
@@ -110,10 +109,8 @@ def estimate(profile: Profile, root: Path) -> str:
     total = sum(sum(durations[k]) / len(durations[k]) for k in known)
     missing = len(profile.cells()) - len(known)
     tail = f" (+ {missing} cells never timed here)" if missing else ""
-    warm = (f", and {profile.load.warmup_s:g} s of warm-up load after each of "
-            f"{len(list(schedule.blocks(profile)))} bring-up(s)" if profile.load.warmup_s else "")
-    return (f"about {total / 60:.1f} min of cells, from earlier runs here{tail}, plus server start-up per arm"
-            f"{warm}")
+    warm = f", and {schedule.warm_up_text(profile)}" if profile.load.warmup_s else ""
+    return f"about {total / 60:.1f} min of cells, from earlier runs here{tail}, plus server start-up per arm{warm}"
 
 
 def _scrape(url: str, path: Path, headers: dict[str, str] | None = None) -> None:
@@ -204,12 +201,11 @@ def _unmarking(run: RunDir, todo: list[tuple[str, int, int]]):
     started: set[tuple[str, int, int]] = set()
 
     def prepare(cell_dir: Path) -> None:
-        done = set(started)
-        started.add(cells.get(Path(cell_dir)))
-        finished = {r for r in _marked(run)
-                    if all(x in done and _ok(run, x) for x in todo if x[2] == r)}
+        marked = _marked(run)
+        finished = {r for r in marked if all(x in started and _ok(run, x) for x in todo if x[2] == r)}
         if finished:
-            _mark(run, _marked(run) - finished)
+            _mark(run, marked - finished)
+        started.add(cells.get(Path(cell_dir)))
         _retire(cell_dir)
 
     return prepare

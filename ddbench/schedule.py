@@ -114,3 +114,11 @@ def order(profile: Profile, mode: str | None = None) -> list[Cell]:
 
 def bring_ups(profile: Profile, mode: str | None = None) -> int:
     return sum(len(b.arms) for b in blocks(profile, mode))
+
+
+def warm_up_text(profile: Profile, mode: str | None = None) -> str:
+    """The plan's warm-up (load.warmup_s after each block's bring-up), or '' without one."""
+    if not profile.load.warmup_s:
+        return ""
+    ups = len(blocks(profile, mode))
+    return f"{profile.load.warmup_s:g} s of unmeasured warm-up load after each of {ups} bring-up(s)"

@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from analysis import stability
 from analysis.analyze import Analysis
+from ddbench import schedule
 from ddbench.profile import is_random_source
 from ddbench.prompts import sources
 from ddbench.results import NOTES, write_bytes_atomic
@@ -95,8 +96,7 @@ def context(a: Analysis, figs: dict[str, Path], omitted: dict[str, str] | None =
              ("sampling", "; ".join(x.text for x in p.workload.settings())),
              ("load", f"{p.load.mode} loop, C in {p.load.concurrency}, {p.load.repetitions} repetition(s), "
                       f"{p.load.warmup_requests} warmup request(s) per user"
-                      + (f", {p.load.warmup_s:g} s of unmeasured load after each server start" if p.load.warmup_s
-                         else "")),
+                      + (f", {schedule.warm_up_text(p, _planned_mode(a))}" if p.load.warmup_s else "")),
              ("started / ended", f"{rec(m.started)} / {rec(m.ended)}"),
              ("seeds", str(m.seeds or "not recorded"))]
     images = m.images.items() if isinstance(m.images, dict) else [(str(i), str(v)) for i, v in enumerate(m.images)]
@@ -157,10 +157,14 @@ def _ddtree_build(a: Analysis) -> dict | None:
             "stage_cost": tables.stage_cost(a), "has_stage_cost": not a.stage_cost.empty}
 
 
+def _planned_mode(a: Analysis) -> str | None:
+    return ((a.run.manifest.model_extra or {}).get("schedule") or {}).get("mode")
+
+
 def _schedule(a: Analysis) -> dict:
     """How the run ordered its cells: from the manifest where it says, else from the cells' start times."""
     sched = (a.run.manifest.model_extra or {}).get("schedule") or {}
-    mode = sched.get("mode") or "arm-major"
+    mode = _planned_mode(a) or "arm-major"
     why = sched.get("why") or "the run predates the schedule record; its cells ran arm by arm"
     ups = sched.get("bring_ups")
     return {"schedule_mode": mode, "schedule_why": why, "requests_note": requests_note(a.run.requests),
