@@ -6,7 +6,8 @@ The schedule (ddbench/schedule.py) cuts the sweep into blocks: servers that are 
 the cells that run against them, in order. For each block its servers come up (the first alone,
 so that one-time compilation caches are warm, then the rest in parallel; SGLang servers sharing a
 GPU one at a time, each sized to its share: containers/gpu_memory.py), they take load.warmup_s of
-unmeasured load, its cells run with telemetry, and its servers go down. An arm that does not come
+unmeasured load, its cells run with telemetry, and its servers go down; a time budget (load.budget_s,
+ddbench/budget.py) may end the sweep between repetitions. An arm that does not come
 up, or a server that exits before or during a cell, leaves every affected cell with a failed
 status.json that says why; the sweep goes on. Backend 'external' (containers/external.py): no
 server is started or stopped; each is checked to answer (one that does not fails its arm's cells,
@@ -81,9 +82,12 @@ def up_together(profile: Profile, arms: list[str], run_dir: Path, **kw) -> tuple
 
 def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: CellRunner, *,
               command: list[str] | None = None, timeout_s: float | None = None,
-              telemetry_interval_s: float = 1.0, prepare: Callable[[Path], None] | None = None) -> list[CellStatus]:
+              telemetry_interval_s: float = 1.0, prepare: Callable[[Path], None] | None = None,
+              gate: Callable[[int], bool] | None = None) -> list[CellStatus]:
     """prepare(cell_dir) runs just before a cell runs or is marked failed (a resume retires the cell's
-    earlier attempt there, so a sweep cut during bring-up loses no finished cell)."""
+    earlier attempt there, so a sweep cut during bring-up loses no finished cell). gate(repetition) is asked
+    before each cell: False ends the block there (a time budget, ddbench/budget.py; the block's cells run in
+    repetition order)."""
     cell_dir = lambda a, c, r: Path(run_dir) / a / cell_name(c, r)  # noqa: E731
     outside = profile.backend.kind == "external"   # servers the user runs: checked, never started or stopped
     if outside:
@@ -94,6 +98,8 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
     try:
         warm_up(profile, block, servers, run_dir, cell, outside)
         for a, c, r in block.cells:
+            if gate is not None and not gate(r):
+                break
             if prepare is not None:
                 prepare(cell_dir(a, c, r))
             base = profile.arm(a).server
@@ -154,15 +160,16 @@ def warmup_dir(run_dir: Path, arm: str, concurrency: int) -> Path:
 
 
 def run_sweep(profile: Profile, run_dir: Path, cell: CellRunner, *, todo: list[schedule.Cell] | None = None,
-              mode: str | None = None, **kw) -> dict[str, list[CellStatus]]:
-    """Every cell of the schedule (or only those in todo), block by block; statuses by arm, in run order."""
+              mode: str | None = None, gate: Callable[[int], bool] | None = None, **kw) -> dict[str, list[CellStatus]]:
+    """Every cell of the schedule (or only those in todo), block by block; statuses by arm, in run order.
+    gate(repetition): whether a repetition may start, asked before a block's bring-up and before each cell."""
     wanted = set(todo) if todo is not None else None
     out: dict[str, list[CellStatus]] = {a.id: [] for a in profile.measured_arms()}
     for block in schedule.blocks(profile, mode):
         cells = tuple(x for x in block.cells if wanted is None or x in wanted)
-        if not cells:
+        if not cells or (gate is not None and not gate(cells[0][2])):
             continue
         arms = tuple(a for a in block.arms if any(profile.arm(x[0]).server == a for x in cells))
-        for status in run_block(profile, schedule.Block(arms, cells), run_dir, cell, **kw):
+        for status in run_block(profile, schedule.Block(arms, cells), run_dir, cell, gate=gate, **kw):
             out[status.arm].append(status)
     return out

@@ -11,7 +11,7 @@ import importlib.util
 import runpy
 import sys
 
-from ddbench import builds, random_prompts, schedule
+from ddbench import budget, builds, random_prompts, schedule
 from ddbench import init as init_profile
 from ddbench.launch import server_command
 from ddbench.profile import ProfileError, load_profile, resolve_path
@@ -113,6 +113,9 @@ def plan_text(profile, source: str, overrides: list[str] | tuple[str, ...] = ())
         requests = f"{load.duration_s:g} s per cell after {load.warmup_requests} warmup requests per user"
     lines += [f"  load {load.mode}, concurrency {load.concurrency}, {load.repetitions} repetition(s), "
               f"seed {load.seed}" + (f", load generator pinned to CPU {load.cpus}" if load.cpus else ""),
+              *([f"  budget {load.budget_s:g} s for the sweep: a repetition starts only if it would end inside it "
+                 f"(the first {budget.MIN_REPETITIONS} always run; the rest are left for --resume)"]
+                if load.budget_s else []),
               f"  cells {len(measured_arms)} arms x {len(load.concurrency)} concurrency x "
               f"{load.repetitions} repetitions = {len(cells)} cells; {requests}",
               f"  schedule {mode}: {why}; {schedule.bring_ups(profile, mode)} server start(s)"

@@ -442,6 +442,13 @@ class Load(Strict):
                                 "(longer cells where a level's cells are short)")
     duration_s: float | None = Field(None, gt=0, description="cell length in seconds, instead of requests_per_user")
     repetitions: int = Field(1, ge=1, description="times every cell runs, interleaved across arms")
+    # a run control, not a condition of any cell: left out of the digest (Profile.digest), so that a run
+    # resumed under another budget is the same experiment
+    budget_s: float | None = Field(
+        None, gt=0, exclude_if=lambda v: v is None,
+        description="wall-clock seconds for the sweep, bring-ups included: a repetition starts only while the "
+                    "longest one so far would end inside it, and the first 3 always run (ddbench/budget.py); "
+                    "the rest are left for --resume, and the manifest and report say so")
     seed: int = Field(0, description="the load generator's seed: prompt order, arrivals, T>0 request seeds")
     processes: int = Field(1, ge=1, description="Locust worker processes")
     cpus: str | None = Field(None, pattern=CPU_LIST, exclude_if=lambda v: v is None,
@@ -457,6 +464,9 @@ class Load(Strict):
             raise ValueError("give exactly one of requests_per_user and duration_s")
         if self.mode == "open" and self.rate is None:
             raise ValueError("mode 'open' needs a rate")
+        if self.budget_s is not None and self.schedule == "arm-major":
+            raise ValueError("budget_s stops a sweep between whole repetitions, and schedule 'arm-major' runs "
+                             "every repetition of one arm before the next arm: choose one")
         if len(set(self.concurrency)) != len(self.concurrency):
             raise ValueError(f"concurrency levels repeat: {self.concurrency}")
         if isinstance(self.requests_per_user, dict) and set(self.requests_per_user) != set(self.concurrency):
@@ -556,7 +566,8 @@ class Profile(Strict):
         return schedule.order(self)
 
     def digest(self) -> str:
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        """The experiment's identity: every condition of its cells (a run control such as load.budget_s is none)."""
+        blob = json.dumps(self.model_dump(mode="json", exclude={"load": {"budget_s"}}), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
 
 

@@ -72,8 +72,9 @@ just check cpu-tiny --set arms.tree-b15-k8.topk=4 --set runtime.env.OMP_NUM_THRE
   after `=`) unsets a field, `'1'` a string of digits. Quote it for the shell where needed.
 - A value the schema refuses is reported like an error in the file, with the `--set` that caused it.
 - The run's `manifest.json` records the overrides as given (`overrides`) and the resolved profile;
-  the profile digest is of the resolved profile, so an override changes it. `--resume` takes the
-  same overrides as the run was made with (or only more repetitions), as it takes the same profile.
+  the profile digest is of the resolved profile, so an override changes it (`load.budget_s` aside: a
+  run control, not a condition of any cell, which no digest holds). `--resume` takes the same
+  overrides as the run was made with (or only more repetitions), as it takes the same profile.
 """
 
 

@@ -28,7 +28,7 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from ddbench import builds, random_prompts, schedule
+from ddbench import budget, builds, random_prompts, schedule
 from ddbench.cli import add_set_option, plan_text, set_args
 from ddbench.manifest import finish_run, git_state, planned_schedule, record_overrides, start_run
 from ddbench.profile import Profile, ProfileError, is_hub_id, load_profile, repo_path, resolve_path
@@ -103,14 +103,17 @@ def estimate(profile: Profile, root: Path) -> str:
             continue
         if s.started_unix and s.ended_unix:
             durations.setdefault((s.arm, s.concurrency), []).append(s.ended_unix - s.started_unix)
+    cap = (f"; load.budget_s caps the sweep at {profile.load.budget_s / 60:.1f} min (whole repetitions)"
+           if profile.load.budget_s else "")
     if not durations:
-        return "no earlier run of this profile here to estimate the time from"
+        return "no earlier run of this profile here to estimate the time from" + cap
     known = [(a, c) for a, c, _ in profile.cells() if (a, c) in durations]
     total = sum(sum(durations[k]) / len(durations[k]) for k in known)
     missing = len(profile.cells()) - len(known)
     tail = f" (+ {missing} cells never timed here)" if missing else ""
     warm = f", and {schedule.warm_up_text(profile)}" if profile.load.warmup_s else ""
-    return f"about {total / 60:.1f} min of cells, from earlier runs here{tail}, plus server start-up per arm{warm}"
+    return (f"about {total / 60:.1f} min of cells, from earlier runs here{tail}, plus server start-up per arm"
+            f"{warm}{cap}")
 
 
 def _scrape(url: str, path: Path, headers: dict[str, str] | None = None) -> None:
@@ -176,10 +179,12 @@ def whole_repetitions(profile: Profile, todo: list[tuple[str, int, int]]) -> lis
     return [cell for cell in profile.cells() if cell[2] in redo]
 
 
-def sweep(profile: Profile, run: RunDir, reps: range | None = None) -> None:
+def sweep(profile: Profile, run: RunDir, reps: range | None = None) -> dict | None:
+    """Run the pending cells; returns the time budget's record (ddbench/budget.py), None without one."""
     from containers.sweep import run_sweep
 
     todo = whole_repetitions(profile, pending_cells(profile, run, reps))
+    gate = budget.Budget(profile.load.budget_s) if profile.load.budget_s else None
     # A repetition that runs again over cells of an earlier slice is marked until it ends: a slice cut
     # inside it would leave old and new cells side by side, and the next one must redo it whole.
     marked = _marked(run)
@@ -189,8 +194,11 @@ def sweep(profile: Profile, run: RunDir, reps: range | None = None) -> None:
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("starting", total=len(todo))
         runner = make_cell_runner(progress, task, random_prompts.profile_tokenizer(profile))
-        run_sweep(profile, run.path, runner, todo=todo, prepare=_unmarking(run, todo))
-    _mark(run, _marked(run) - {r for _, _, r in todo})
+        run_sweep(profile, run.path, runner, todo=todo, prepare=_unmarking(run, todo), gate=gate)
+    record = gate.record({r for _, _, r in todo}) if gate else None
+    # a repetition the budget left out keeps its mark: its old cells, if any, must not pair with new ones
+    _mark(run, _marked(run) - ({r for _, _, r in todo} - set(record["not_run"] if record else ())))
+    return record
 
 
 def _unmarking(run: RunDir, todo: list[tuple[str, int, int]]):
@@ -352,13 +360,13 @@ def main(argv: list[str] | None = None) -> int:
         start_run(profile, source, run, overrides=a.overrides)
     console.print(f"run {run.path}", highlight=False)
     t0 = time.time()
-    ran = {}
+    ran, spent = {}, None
     if pending_cells(profile, run, a.repetitions):
         # `timeout` (a slice of device time cut short) sends SIGTERM: treat it as Ctrl-C, so that the servers
         # go down and the manifest records what ran
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
-            sweep(profile, run, a.repetitions)
+            spent = sweep(profile, run, a.repetitions)
         except KeyboardInterrupt:
             finish_run(run, interrupted=True, **_ran(profile, run, a.repetitions, t0))
             console.print(f"\ninterrupted; no server is left running. Resume with:\n"
@@ -366,14 +374,17 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_INTERRUPTED
         finally:
             signal.signal(signal.SIGTERM, previous)
-        ran = {"sweep_s": round(time.time() - t0, 1), **_ran(profile, run, a.repetitions, t0)}
+        ran = {"sweep_s": round(time.time() - t0, 1), **_ran(profile, run, a.repetitions, t0),
+               **({"budget": spent} if spent else {})}
     else:
         # a slice cut after its last cell (while servers went down): nothing to run, no slice to add
         console.print("every cell is ok already: nothing to run", highlight=False)
-    left = pending_cells(profile, run)
+    pending = pending_cells(profile, run)
+    unrun = set(spent["not_run"]) if spent else set()
+    left = [x for x in pending if x[2] not in unrun]
     finish_run(run, interrupted=False,
-               cells={"total": len(profile.cells()), "ok": len(profile.cells()) - len(left), "not_ok": len(left)},
-               **ran)
+               cells={"total": len(profile.cells()), "ok": len(profile.cells()) - len(pending),
+                      "not_ok": len(left), "not_run": len(pending) - len(left)}, **ran)
     rc = stage("analysis", run) or (0 if a.no_report else diagnose(profile, run) or stage("report", run))
     if rc:
         console.print(f"reproduce: a stage after the sweep failed (exit {rc}); the cells are kept in {run.path}",
@@ -388,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     if left:
         console.print(f"{len(left)} cell(s) did not finish ok; the report lists them. "
                       f"Retry them with: {again} --resume {run.path}", highlight=False)
+    if unrun:
+        console.print(f"{budget.text(spent)}; run them with: {again} --resume {run.path}", highlight=False)
     return 0
 
 

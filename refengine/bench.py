@@ -12,6 +12,10 @@ in draft, verify and bookkeeping (tree build + walk + KV compaction). `--json` w
 `--concurrency 1,8` instead runs every prompt through refengine.batch with at most C requests
 in flight (a new one takes each freed row), and prints aggregate output tokens/s per arm and
 C, with its ratio to C=1: what batching buys. Arms and concurrencies alternate, round by round.
+
+`--forward-costs` times the bare forwards a step is made of; `--kernels` says what each spends its
+time in (a GPU's CUDA kernels, or the CPU's aten ops, by self time per forward): where a step's
+time goes beyond the weights it must read.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import argparse
 import json
 import platform
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -100,6 +105,9 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--concurrency", help="comma-separated C values: aggregate tokens/s under batching")
     p.add_argument("--rounds", type=int, default=2, help="with --concurrency: passes over the prompts")
     p.add_argument("--forward-costs", action="store_true", help="also time the bare forwards a step is made of")
+    p.add_argument("--kernels", action="store_true",
+                   help="also what each bare forward spends its time in: CUDA kernels by device time on a GPU, "
+                        "aten ops by host time on the CPU (torch.profiler)")
     p.add_argument("--profile", action="store_true",
                    help="also split the tree arms' bookkeeping into its parts (host time per step, torch.profiler)")
     return p.parse_args(argv)
@@ -146,9 +154,8 @@ def run(engine: Engine, arms: list[str], prompts: list[list[int]], max_tokens: i
     return results, outputs
 
 
-@torch.inference_mode()
-def forward_costs(engine: Engine, context: int = 64, reps: int = 20) -> dict[str, float]:
-    """Mean ms of the forwards a step is made of, after `context` cached tokens: what bounds the ratios."""
+def forwards(engine: Engine, context: int = 64) -> dict[str, Callable[[], object]]:
+    """The bare forwards a step is made of, after `context` cached tokens, each ready to call again."""
     t, d = engine.target, engine.drafter
     dev = engine.device
     ids = torch.zeros(1, context, dtype=torch.long, device=dev)
@@ -158,6 +165,17 @@ def forward_costs(engine: Engine, context: int = 64, reps: int = 20) -> dict[str
     tcache.set_length(0, context)
     dcache.set_length(0, context)  # zeros: the cost of attending is the same
     block = d.embed(t, torch.full((1, b), d.mask_token_id, device=dev))
+    out = {f"target {n}-token forward": lambda n=n: t(
+        ids[:, :n], torch.arange(context, context + n, device=dev)[None], cache=tcache,
+        layers=d.target_layer_ids) for n in (1, b)}
+    out[f"drafter {b}-token block"] = lambda: d.logits(t, d(
+        block, torch.arange(context, context + b, device=dev)[None], cache=dcache)[:, 1:])
+    return out
+
+
+@torch.inference_mode()
+def forward_costs(engine: Engine, context: int = 64, reps: int = 20) -> dict[str, float]:
+    """Mean ms of the forwards a step is made of, after `context` cached tokens: what bounds the ratios."""
 
     def clock(fn) -> float:
         fn()
@@ -166,12 +184,34 @@ def forward_costs(engine: Engine, context: int = 64, reps: int = 20) -> dict[str
             fn()
         return 1e3 * (engine.clock() - start) / reps
 
-    costs = {f"target {n}-token forward": clock(lambda n=n: t(
-        ids[:, :n], torch.arange(context, context + n, device=dev)[None], cache=tcache,
-        layers=d.target_layer_ids)) for n in (1, b)}
-    costs[f"drafter {b}-token block"] = clock(lambda: d.logits(t, d(
-        block, torch.arange(context, context + b, device=dev)[None], cache=dcache)[:, 1:]))
-    return costs
+    return {name: clock(fn) for name, fn in forwards(engine, context).items()}
+
+
+@torch.inference_mode()
+def kernel_costs(engine: Engine, context: int = 64, reps: int = 10, top: int = 12) -> dict[str, dict]:
+    """What each bare forward spends its time in, by self time per forward: on a GPU its CUDA kernels' device
+    time (eager, so every kernel shows; a graph replays the same kernels without the launches), on the CPU
+    its aten ops' host time. Per forward: the total, the kernel count and the `top` kernels."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    gpu = engine.device.type == "cuda"
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if gpu else [ProfilerActivity.CPU]
+    out = {}
+    for name, fn in forwards(engine, context).items():
+        fn()
+        with profile(activities=activities) as prof:
+            for _ in range(reps):
+                fn()
+            if gpu:
+                torch.cuda.synchronize()
+        rows = [{"kernel": e.key, "calls": e.count / reps,
+                 "us": (e.self_device_time_total if gpu else e.self_cpu_time_total) / reps}
+                for e in prof.key_averages() if (e.device_type == DeviceType.CUDA) == gpu]
+        rows.sort(key=lambda r: -r["us"])
+        out[name] = {"total_us": sum(r["us"] for r in rows), "kernels": sum(r["calls"] for r in rows),
+                     "top": rows[:top]}
+    return out
 
 
 @torch.inference_mode()
@@ -277,6 +317,12 @@ def main(argv=None) -> int:
     costs = forward_costs(engine) if args.forward_costs else {}
     for name, ms in costs.items():
         print(f"{name}: {ms:.2f} ms")
+    kernels = kernel_costs(engine) if args.kernels else {}
+    for name, k in kernels.items():
+        print(f"{name}: {k['total_us']:.0f} us of {'kernels' if engine.device.type == 'cuda' else 'ops'} "
+              f"in {k['kernels']:.0f} calls")
+        for r in k["top"]:
+            print(f"  {r['us']:>9.1f} us  {r['calls']:>6.1f} x  {r['kernel'][:90]}")
     parts = profile_parts(engine, arms, prompts, args.max_tokens, stop) if args.profile else {}
     if parts:
         print("bookkeeping parts, host us per step under torch.profiler: " + "  ".join(PARTS))
@@ -285,7 +331,7 @@ def main(argv=None) -> int:
     if args.json:
         rows = [{**asdict(r), "decode_tps": r.decode_tps, "e2e_tps": r.e2e_tps, "tau": r.tau} for r in results.values()]
         args.json.write_text(json.dumps({"header": header, "arms": rows, "forward_ms": costs,
-                                         "bookkeeping_us": parts}, indent=2) + "\n")
+                                         "kernels": kernels, "bookkeeping_us": parts}, indent=2) + "\n")
     return 0
 
 

@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from analysis import stability
 from analysis.analyze import Analysis
-from ddbench import schedule
+from ddbench import budget, schedule
 from ddbench.profile import is_random_source
 from ddbench.prompts import sources
 from ddbench.results import NOTES, write_bytes_atomic
@@ -96,7 +96,8 @@ def context(a: Analysis, figs: dict[str, Path], omitted: dict[str, str] | None =
              ("sampling", "; ".join(x.text for x in p.workload.settings())),
              ("load", f"{p.load.mode} loop, C in {p.load.concurrency}, {p.load.repetitions} repetition(s), "
                       f"{p.load.warmup_requests} warmup request(s) per user"
-                      + (f", {schedule.warm_up_text(p, _planned_mode(a))}" if p.load.warmup_s else "")),
+                      + (f", {schedule.warm_up_text(p, _planned_mode(a))}" if p.load.warmup_s else "")
+                      + (f"; {stopped}" if (stopped := budget.text((m.model_extra or {}).get("budget"))) else "")),
              ("started / ended", f"{rec(m.started)} / {rec(m.ended)}"),
              ("seeds", str(m.seeds or "not recorded"))]
     images = m.images.items() if isinstance(m.images, dict) else [(str(i), str(v)) for i, v in enumerate(m.images)]

@@ -154,3 +154,21 @@ def test_sigterm_from_timeout_records_what_ran(mini):
     assert not [p for p in psutil.process_iter(["cmdline"])
                 if "refengine.serve" in " ".join(p.info["cmdline"] or [])
                 and str(profile.parent) in " ".join(p.info["cmdline"] or [])], "a server outlived SIGTERM"
+
+
+def test_a_budget_stops_the_sweep_between_repetitions_and_the_report_says_so(mini):
+    """load.budget_s far below a repetition: the first three run whole, the rest do not; the run still gets
+    its report, which says what the budget left out, and the command says how to run the rest."""
+    profile, root = mini
+    proc = reproduce(profile, root, "--set", "load.repetitions=5", "--set", "load.budget_s=0.5")
+    log, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, log
+    said = " ".join(log.split())   # the console wraps lines
+    assert "after 3 of 5 repetitions; repetition(s) 4-5 did not run" in said and "--resume" in said
+    run = only_run(root)
+    m = run.manifest()
+    assert m["budget"]["ran"] == [1, 2, 3] and m["budget"]["not_run"] == [4, 5]
+    assert m["cells"] == {"total": 10, "ok": 6, "not_ok": 0, "not_run": 4}
+    assert sorted(pd.read_csv(run.tables / "cells.csv")["repetition"].unique()) == [1, 2, 3]
+    text = subprocess.run(["pdftotext", str(run.report), "-"], capture_output=True, text=True).stdout
+    assert "stopped the sweep after 3 of 5" in " ".join(text.split())

@@ -1,9 +1,15 @@
-"""load.warmup_s: after a bring-up and before the first measured cell, unmeasured load shared evenly over the
+"""What a sweep does around its blocks, against stand-in servers and cells.
+
+load.warmup_s: after a bring-up and before the first measured cell, unmeasured load shared evenly over the
 (arm, concurrency) pairs about to run, in their order, each into <arm>/warmup/c<C>.<k>/ where no analysis
-reads a cell; nothing happens when it is 0, and a profile without it keeps its digest."""
+reads a cell; nothing happens when it is 0, and a profile without it keeps its digest.
+
+A time budget's gate: a repetition it refuses brings no server up and runs no cell, whether the repetition
+is a block of its own (interleaved-fresh) or part of one (interleaved)."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from containers import sweep
@@ -33,16 +39,21 @@ def _profile(tmp_path, **load):
     return load_profile(path)
 
 
-def _sweep(monkeypatch, tmp_path, profile):
+def _sweep(monkeypatch, tmp_path, profile, gate=None, ups=None):
     calls = []
-    monkeypatch.setattr(sweep, "up_together", lambda p, arms, run_dir, **kw: ({a: _Server() for a in arms}, {}))
+
+    def up(p, arms, run_dir, **kw):
+        if ups is not None:
+            ups.append(arms)
+        return {a: _Server() for a in arms}, {}
+    monkeypatch.setattr(sweep, "up_together", up)
 
     def cell(workload, load, *, cell_dir, arm, concurrency, repetition, unmeasured=False, **kw):
         calls.append((arm, concurrency, repetition, unmeasured, load.duration_s, load.warmup_requests, cell_dir))
         cell_dir.mkdir(parents=True, exist_ok=True)
         return CellStatus(arm=arm, concurrency=concurrency, repetition=repetition, status="ok")
 
-    sweep.run_sweep(profile, tmp_path / "run", cell, telemetry_interval_s=60)
+    sweep.run_sweep(profile, tmp_path / "run", cell, telemetry_interval_s=60, gate=gate)
     return calls
 
 
@@ -73,3 +84,16 @@ def test_no_warm_up_when_warmup_s_is_zero_and_no_change_to_the_digest(monkeypatc
     assert not any(c[3] for c in calls) and len(calls) == len(profile.cells())
     assert "warmup_s" not in profile.model_dump(mode="json")["load"]
     assert _profile(tmp_path, warmup_s=0).digest() == profile.digest() != _profile(tmp_path, warmup_s=5).digest()
+
+
+@pytest.mark.parametrize("mode, bring_ups", [("interleaved-fresh", 2), ("interleaved", 1)])
+def test_a_repetition_the_gate_refuses_runs_nothing(monkeypatch, tmp_path, mode, bring_ups):
+    profile = _profile(tmp_path, repetitions=3, schedule=mode)
+    asked, ups = [], []
+
+    def gate(r):
+        asked.append(r)
+        return r <= 2
+    calls = _sweep(monkeypatch, tmp_path, profile, gate=gate, ups=ups)
+    assert [(a, c, r) for a, c, r, *_ in calls] == [x for x in profile.cells() if x[2] <= 2]
+    assert len(ups) == bring_ups and 3 in asked
