@@ -32,6 +32,7 @@ import pandas as pd
 from analysis import checks, compare, metrics, prom, stats
 from analysis.compare import MismatchError, Side
 from analysis.outcome import TABLE_NAMES, Analysis, CrossCheck  # noqa: F401  (the types live in outcome; re-exported)
+from analysis.triage import TriageUnavailable, twin_source
 from ddbench.profile import repo_path
 from ddbench.results import MANIFEST, TABLES, read_json
 
@@ -149,7 +150,7 @@ def cross_check(this: Analysis, other: Analysis) -> CrossCheck:
     levels = sorted(set(this.run.profile.load.concurrency) & set(other.run.profile.load.concurrency))
     if 1 not in levels:
         notes.append("C=1 is not in both load plans: no tau and no output agreement")
-    tok = _tokenizer(this.run.profile, notes)
+    tok = _tokenizer(this.run, notes)
     rows, thr = [], []
     for ax, ay in pairs:
         row = {"arm": ax, "arm_other": ay, "kind": this.run.profile.arm(ax).kind,
@@ -361,10 +362,17 @@ def _agreement(x: pd.DataFrame, y: pd.DataFrame, tok, sx: str | None = None, sy:
     return out
 
 
-def _tokenizer(profile, notes: list[str]):
-    """The target's tokenizer.json through the tokenizers package, or None (with a note saying why)."""
-    ref = profile.models.tokenizer or profile.models.target
+def _tokenizer(run, notes: list[str]):
+    """The target's tokenizer.json through the tokenizers package, or None (with a note saying why); a twin's
+    where it is served from, else its source pair's, which it copies (analysis.triage.twin_source)."""
+    ref = run.profile.models.tokenizer or run.profile.models.target
     path = repo_path(ref) / "tokenizer.json"
+    if not path.is_file():
+        try:
+            source = twin_source(run)
+        except TriageUnavailable:
+            source = None
+        path = source / "tokenizer.json" if source is not None else path
     if not path.is_file():
         notes.append(f"common prefix not counted in tokens: no tokenizer.json at {path} (characters only)")
         return None

@@ -19,7 +19,8 @@ linear"), this module
      the margin: the top-1 logit minus the lower of the two chosen tokens' logits, i.e. how far
      rounding had to move a logit for the two sides to choose as they did. It is the gap when
      the two sides chose the target's top two tokens (all but one of the 61 divergences of the
-     committed h200-tiny run).
+     committed h200-tiny run). A twin run (refengine/twin.py) is re-scored with the pair it was
+     built from, whose fp32 logits the twin's equal.
 
 Verdicts (per distinct divergent output; counts weight them by requests):
   numerical tie  margin < THRESHOLD. A side's token outside the target's top two is a tie only
@@ -379,6 +380,24 @@ def prompt_ids(run, tokenizer) -> dict[str, list[int]]:
     return {p.id: tokenizer.chat_ids([m.model_dump() for m in p.messages]) for p in prompts}
 
 
+def twin_source(run) -> Path | None:
+    """The target a twin run is re-scored with: the pair the twin was built from. A twin's fp32 logits over
+    the pair's vocabulary are the pair's (refengine/twin.py; its padded tokens never win), so the 13M target
+    stands in for the 8B-shaped one, checked file by file against the digests the twin recorded of it.
+    None for a run that served no twin."""
+    rec = (getattr(run.manifest, "models", None) or {}).get("twin")
+    if not isinstance(rec, dict):
+        return None
+    from refengine.twin import PAIR_TARGET, dir_digests
+    want = (rec.get("pair") or {}).get("target") or {}
+    have = dir_digests(PAIR_TARGET) if PAIR_TARGET.is_dir() else {}
+    changed = sorted(f for f, sha in want.items() if have.get(f) != sha)
+    if not want or changed:
+        raise TriageUnavailable(f"the twin's source target {PAIR_TARGET} here is not the one it was built from "
+                                f"({', '.join(changed) or 'no digests recorded'})")
+    return PAIR_TARGET
+
+
 class Scorer:
     """The target in fp32 on the CPU (the reference engine's Target) and the pair's tokenizer."""
 
@@ -398,6 +417,9 @@ class Scorer:
     def for_run(cls, run) -> Scorer:
         from ddbench.manifest import checkpoint_digest
         from ddbench.profile import repo_path
+        twin = twin_source(run)
+        if twin is not None:
+            return cls.load(twin)
         m = run.profile.models
         path = repo_path(m.target)
         if not path.is_dir():

@@ -230,3 +230,24 @@ def test_threshold_is_the_5th_percentile_of_the_fp32_gaps(scorer):
     texts = [tok.decode(o) for o in outs]
     assert sum(tok.encode(t) != o for t, o in zip(texts, outs, strict=True)) >= 1
     assert all(tr.retokenize(t, p, scorer) == o for t, p, o in zip(texts, ids, outs, strict=True))
+
+
+def test_a_twin_run_is_re_scored_with_the_pair_it_was_built_from(planted, scorer):
+    """The twin's own 8B-shaped target is neither here nor small; its source pair is, checked by digest."""
+    from refengine.twin import PAIR_TARGET, dir_digests
+    p, out, rows = planted, planted.out, planted.rows
+    tie = out[:p.tie] + [second(rows, p.tie)] + out[p.tie + 1:]
+    prof = profile()
+    prof = prof.model_copy(update={"models": prof.models.model_copy(update={"target": ".twins/qwen3-8b-s0/target"})})
+
+    def run(pair_files):
+        twin = {"shape": "qwen3-8b", "pair": {"target": pair_files, "drafter": {}}}
+        return SimpleNamespace(profile=prof, manifest=SimpleNamespace(prompt_set_digest=None, weights=lambda r: None,
+                                                                      models={"twin": twin}))
+    req = requests([("ar", out), ("linear-b16", tie)], p.prompt, scorer.tokenizer)
+    t = tr.triage(run(dir_digests(PAIR_TARGET)), req)
+    assert t.note is None and by_arm(t)["linear-b16"].verdict == tr.TIE
+    assert by_arm(t)["linear-b16"].position == p.tie
+    other = {**dir_digests(PAIR_TARGET), "model.safetensors": "0" * 64}
+    t = tr.triage(run(other), req)
+    assert t.counts.empty and "not the one it was built from (model.safetensors)" in t.note
