@@ -42,6 +42,10 @@ CHUNK_TOLERANCE = 0.005  # Σ (content_chunks − 1) of a cell against its /metr
 # the server switches that only one backend has (the reference engine has no attention backends)
 VARY = ("backend", "backend version", "image", "attention backend", "overlap scheduler", "page size",
         "max running requests", "runtime env", "runtime args", "arm env", "arm args")
+# what differs between a twin and the pair it was built from: their predictions are the same (refengine/twin.py)
+MODEL_KEYS = ("target model", "drafter", "target weights", "drafter weights")
+TWIN_NOTE = ("one run's twin was built from the other run's pair (every recorded file's digest): the same "
+             "predictions at another model's cost, so outputs and tau compare, and tok/s is cost against cost")
 ARM_COLUMNS = [
     "arm", "arm_other", "kind", "what", "temperature", "tau_basis", "tau_this", "tau_this_lo", "tau_this_hi",
     "tau_other", "tau_other_lo", "tau_other_hi",
@@ -144,8 +148,23 @@ def pair_arms(this: Analysis, other: Analysis, notes: list[str]) -> list[tuple[s
     return pairs
 
 
+def twin_of(a, b) -> bool:
+    """Whether run a served a twin built from the very pair run b served: every file b recorded of its target
+    and drafter is, by digest, the file the twin recorded of its source pair."""
+    rec = (getattr(a.manifest, "models", None) or {}).get("twin")
+    if not isinstance(rec, dict):
+        return False
+    pair, theirs = rec.get("pair") or {}, getattr(b.manifest, "models", None) or {}
+    files = {r: (theirs.get(r) or {}).get("files") for r in ("target", "drafter")}
+    return all(f and all((pair.get(r) or {}).get(name) == sha for name, sha in f.items()) for r, f in files.items())
+
+
 def cross_check(this: Analysis, other: Analysis) -> CrossCheck:
     notes: list[str] = []
+    twin = twin_of(this.run, other.run) or twin_of(other.run, this.run)
+    if twin:
+        notes.append(TWIN_NOTE)
+    vary = VARY + (MODEL_KEYS if twin else ())
     pairs = pair_arms(this, other, notes)
     levels = sorted(set(this.run.profile.load.concurrency) & set(other.run.profile.load.concurrency))
     if 1 not in levels:
@@ -155,7 +174,7 @@ def cross_check(this: Analysis, other: Analysis) -> CrossCheck:
     for ax, ay in pairs:
         row = {"arm": ax, "arm_other": ay, "kind": this.run.profile.arm(ax).kind,
                "what": describe(what(this.run.profile, ax))}
-        matched = _matched_levels(this, other, ax, ay, levels, notes)
+        matched = _matched_levels(this, other, ax, ay, levels, notes, vary)
         if 1 in matched:
             x, y = _measured_c1(this, ax), _measured_c1(other, ay)
             x, sx = _steps(this, ax, x)
@@ -167,13 +186,13 @@ def cross_check(this: Analysis, other: Analysis) -> CrossCheck:
         elif 1 in levels:
             row["note"] = "conditions differ at C=1 (see the notes)"
         rows.append(row)
-        thr.extend(_throughput(this, other, ax, ay, matched, notes))
+        thr.extend(_throughput(this, other, ax, ay, matched, notes, vary))
     arms = pd.DataFrame(rows, columns=ARM_COLUMNS)
     return CrossCheck(_sides(this, other), arms, pd.DataFrame(thr, columns=THROUGHPUT_COLUMNS), notes)
 
 
 def _matched_levels(this: Analysis, other: Analysis, ax: str, ay: str, levels: list[int],
-                    notes: list[str]) -> list[int]:
+                    notes: list[str], vary: tuple[str, ...] = VARY) -> list[int]:
     """The concurrency levels at which the arm ran under matched conditions on both sides; one
     note per distinct reason for the others (naming the levels it applies to)."""
     refused: dict[str, list[int]] = {}
@@ -181,7 +200,7 @@ def _matched_levels(this: Analysis, other: Analysis, ax: str, ay: str, levels: l
     for c in levels:
         try:
             compare.require_matched(compare.conditions(this.run, ax, c), compare.conditions(other.run, ay, c),
-                                    "", VARY)
+                                    "", vary)
             ok.append(c)
         except MismatchError as e:
             refused.setdefault(str(e).split(": ", 1)[1], []).append(c)
@@ -389,13 +408,13 @@ def _tokenizer(run, notes: list[str]):
 
 
 def _throughput(this: Analysis, other: Analysis, ax: str, ay: str, levels: list[int],
-                notes: list[str]) -> list[dict]:
+                notes: list[str], vary: tuple[str, ...] = VARY) -> list[dict]:
     """Output tok/s of the arm on both sides at each matched level, and this/other with its CI."""
     rows = []
     for c in levels:
         try:
             s = compare.speedup(Side(this.run, this.cells, this.boots, ax),
-                                Side(other.run, other.cells, other.boots, ay), c, VARY)
+                                Side(other.run, other.cells, other.boots, ay), c, vary)
         except MismatchError as e:    # conditions matched: what is left is a side with no ok cell
             notes.append(str(e).replace(f"{ax} with {ay}", f"{ax} (this run) with {ay} (other run)", 1))
             continue

@@ -11,7 +11,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from analysis.analyze import Analysis
-from analysis.crosscheck import TAU_TOLERANCE, CrossCheck
+from analysis.crosscheck import TAU_TOLERANCE, TWIN_NOTE, CrossCheck
 from report.tables import latex
 from report.tex import breakable, ci, escape, missing, num, with_ci
 
@@ -42,7 +42,8 @@ def context(a: Analysis) -> dict | None:
               "image": breakable(_text(r["image"], "none")), "packages": _text(r["packages"], "not recorded"),
               "git": breakable(_text(r["git_sha"], "not recorded"))}
              for r in x.sides.to_dict("records")]
-    return {"title": title(x), "sides": sides, "temperature": _temperature(x), "reading": reading(x),
+    return {"title": title(x), "twin": TWIN_NOTE in x.notes, "sides": sides, "temperature": _temperature(x),
+            "reading": reading(x),
             "caveats": caveats(x), "tau": tau_table(x), "agreement": agreement_table(x),
             "throughput": throughput_table(x), "notes": x.notes, "tolerance": f"{100 * TAU_TOLERANCE:.0f}"}
 
