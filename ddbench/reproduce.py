@@ -377,8 +377,10 @@ def main(argv: list[str] | None = None) -> int:
         ran = {"sweep_s": round(time.time() - t0, 1), **_ran(profile, run, a.repetitions, t0),
                **({"budget": spent} if spent else {})}
     else:
-        # a slice cut after its last cell (while servers went down): nothing to run, no slice to add
+        # a slice cut after its last cell (while servers went down): nothing to run, no slice to add; a budget's
+        # record of repetitions it left is stale now that they all ran
         console.print("every cell is ok already: nothing to run", highlight=False)
+        ran = {"budget": None} if run.manifest().get("budget") else {}
     pending = pending_cells(profile, run)
     unrun = set(spent["not_run"]) if spent else set()
     left = [x for x in pending if x[2] not in unrun]

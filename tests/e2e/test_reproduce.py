@@ -172,3 +172,12 @@ def test_a_budget_stops_the_sweep_between_repetitions_and_the_report_says_so(min
     assert sorted(pd.read_csv(run.tables / "cells.csv")["repetition"].unique()) == [1, 2, 3]
     text = subprocess.run(["pdftotext", str(run.report), "-"], capture_output=True, text=True).stdout
     assert "stopped the sweep after 3 of 5" in " ".join(text.split())
+    # the command it printed runs the rest (the budget is no condition of the run: another one resumes it)
+    resumed = reproduce(profile, root, "--no-report", "--set", "load.repetitions=5", "--set", "load.budget_s=3600",
+                        "--resume", str(run.path))
+    log, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, log
+    m = run.manifest()
+    assert m["budget"]["ran"] == [4, 5] and m["budget"]["not_run"] == []
+    assert m["cells"] == {"total": 10, "ok": 10, "not_ok": 0, "not_run": 0}
+    assert sorted(pd.read_csv(run.tables / "cells.csv")["repetition"].unique()) == [1, 2, 3, 4, 5]
