@@ -31,6 +31,7 @@ import pandas as pd
 
 from analysis import checks, compare, metrics, prom, stats
 from analysis.compare import MismatchError, Side
+from analysis.manifest import twin
 from analysis.outcome import TABLE_NAMES, Analysis, CrossCheck  # noqa: F401  (the types live in outcome; re-exported)
 from analysis.triage import TriageUnavailable, twin_source
 from ddbench.profile import repo_path
@@ -151,8 +152,8 @@ def pair_arms(this: Analysis, other: Analysis, notes: list[str]) -> list[tuple[s
 def twin_of(a, b) -> bool:
     """Whether run a served a twin built from the very pair run b served: every file b recorded of its target
     and drafter is, by digest, the file the twin recorded of its source pair."""
-    rec = (getattr(a.manifest, "models", None) or {}).get("twin")
-    if not isinstance(rec, dict):
+    rec = twin(a.manifest)
+    if rec is None:
         return False
     pair, theirs = rec.get("pair") or {}, getattr(b.manifest, "models", None) or {}
     files = {r: (theirs.get(r) or {}).get("files") for r in ("target", "drafter")}

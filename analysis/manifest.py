@@ -60,6 +60,13 @@ class Manifest(BaseModel):
         return None if self.profile_digest is None else self.profile_digest == self.profile.digest()
 
 
+def twin(manifest) -> dict | None:
+    """The record of the one twin a run served (ddbench.manifest.twin_record: shape, seed, its files' and its
+    source pair's digests), or None. Takes any object with a `models` mapping, a Manifest or a stand-in."""
+    rec = (getattr(manifest, "models", None) or {}).get("twin")
+    return rec if isinstance(rec, dict) else None
+
+
 class ManifestError(ValueError):
     pass
 

@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.correctness import T_ONLY, greedy_arms
+from analysis.manifest import twin
 
 # 5th percentile of the fp32 top-1/top-2 logit gap over all 46 x 128 = 5,888 positions of the shipped
 # target's (models/qwen3-stdlib-13m) greedy continuations of loadtests/prompts/chat.jsonl, 128 tokens
@@ -385,8 +386,8 @@ def twin_source(run) -> Path | None:
     the pair's vocabulary are the pair's (refengine/twin.py; its padded tokens never win), so the 13M target
     stands in for the 8B-shaped one, checked file by file against the digests the twin recorded of it.
     None for a run that served no twin."""
-    rec = (getattr(run.manifest, "models", None) or {}).get("twin")
-    if not isinstance(rec, dict):
+    rec = twin(run.manifest)
+    if rec is None:
         return None
     from refengine.twin import PAIR_TARGET, dir_digests
     want = (rec.get("pair") or {}).get("target") or {}

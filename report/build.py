@@ -165,7 +165,7 @@ def _planned_mode(a: Analysis) -> str | None:
 def _schedule(a: Analysis) -> dict:
     """How the run ordered its cells: from the manifest where it says, else from the cells' start times."""
     sched = (a.run.manifest.model_extra or {}).get("schedule") or {}
-    mode = _planned_mode(a) or "arm-major"
+    mode = sched.get("mode") or "arm-major"
     why = sched.get("why") or "the run predates the schedule record; its cells ran arm by arm"
     ups = sched.get("bring_ups")
     return {"schedule_mode": mode, "schedule_why": why, "requests_note": requests_note(a.run.requests),
