@@ -56,6 +56,8 @@ ARM_COLUMNS = [
     "unpaired_this", "unpaired_other", "differing_prompts", "tau_this_where_identical", "tau_this_where_differing",
     "tau_other_where_identical", "tau_other_where_differing", "split_pairs", "split_steps_this",
     "split_steps_other", "note"]
+VERDICT_COLUMNS = ["arm", "reference", "arm_other", "reference_other", "concurrency", "ratio_this", "tau_ratio_this",
+                   "step_cost_this", "ratio_other", "tau_ratio_other", "step_cost_other"]
 THROUGHPUT_COLUMNS = ["arm", "arm_other", "concurrency", "throughput_this", "throughput_other", "ratio", "ratio_lo",
                       "ratio_hi", "tpot_ratio", "tpot_ratio_lo", "tpot_ratio_hi", "reps_this", "reps_other"]
 
@@ -162,7 +164,8 @@ def twin_of(a, b) -> bool:
 
 def cross_check(this: Analysis, other: Analysis) -> CrossCheck:
     notes: list[str] = []
-    twin = twin_of(this.run, other.run) or twin_of(other.run, this.run)
+    twin_side = "this" if twin_of(this.run, other.run) else "other" if twin_of(other.run, this.run) else None
+    twin = twin_side is not None
     if twin:
         notes.append(TWIN_NOTE)
     vary = VARY + (MODEL_KEYS if twin else ())
@@ -189,7 +192,32 @@ def cross_check(this: Analysis, other: Analysis) -> CrossCheck:
         rows.append(row)
         thr.extend(_throughput(this, other, ax, ay, matched, notes, vary))
     arms = pd.DataFrame(rows, columns=ARM_COLUMNS)
-    return CrossCheck(_sides(this, other), arms, pd.DataFrame(thr, columns=THROUGHPUT_COLUMNS), notes)
+    verdicts = _verdicts(this, other, pairs) if twin else pd.DataFrame(columns=VERDICT_COLUMNS)
+    return CrossCheck(_sides(this, other), arms, pd.DataFrame(thr, columns=THROUGHPUT_COLUMNS), notes,
+                      twin_side, verdicts)
+
+
+def _verdicts(this: Analysis, other: Analysis, pairs: list[tuple[str, str]]) -> pd.DataFrame:
+    """Each decomposed ratio (a tree over its chain or linear arm) that both runs measured at the same C, both
+    sides' factors beside each other: a twin and its pair make the same predictions at two costs, so where
+    their verdicts part, the factors say whether acceptance or the step did it. Step cost is the arm's step
+    over its reference's (the inverse of the decomposition's step-time ratio)."""
+    ids = dict(pairs)
+    theirs = other.decomposition
+    if this.decomposition.empty or theirs.empty:
+        return pd.DataFrame(columns=VERDICT_COLUMNS)
+    theirs = theirs.set_index(["arm", "reference", "concurrency"])
+    rows = []
+    for r in this.decomposition.itertuples():
+        key = (ids.get(r.arm), ids.get(r.reference), r.concurrency)
+        if key[0] is None or key[1] is None or key not in theirs.index:
+            continue
+        o = theirs.loc[key]
+        rows.append({"arm": r.arm, "reference": r.reference, "arm_other": key[0], "reference_other": key[1],
+                     "concurrency": r.concurrency, "ratio_this": r.throughput_ratio, "tau_ratio_this": r.tau_ratio,
+                     "step_cost_this": 1 / r.step_time_ratio, "ratio_other": o["throughput_ratio"],
+                     "tau_ratio_other": o["tau_ratio"], "step_cost_other": 1 / o["step_time_ratio"]})
+    return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
 
 
 def _matched_levels(this: Analysis, other: Analysis, ax: str, ay: str, levels: list[int],

@@ -12,7 +12,7 @@ import pandas as pd
 
 from analysis import ingest, triage
 
-TABLE_NAMES = ("crosscheck", "crosscheck_throughput", "crosscheck_sides", "crosscheck_notes")
+TABLE_NAMES = ("crosscheck", "crosscheck_throughput", "crosscheck_sides", "crosscheck_notes", "crosscheck_verdicts")
 
 
 @dataclass
@@ -21,10 +21,15 @@ class CrossCheck:
     arms: pd.DataFrame           # per arm present in both: τ at C=1, output agreement at C=1
     throughput: pd.DataFrame     # per arm and concurrency both runs have
     notes: list[str] = field(default_factory=list)
+    # between a twin and the pair it was built from: which side is the twin ('this' or 'other'), and each
+    # tree's verdict (the tree-gain decomposition) on both sides at every C both ran
+    twin: str | None = None
+    verdicts: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {"crosscheck": self.arms, "crosscheck_throughput": self.throughput, "crosscheck_sides": self.sides,
-                "crosscheck_notes": pd.DataFrame({"note": self.notes}, dtype=object)}
+                "crosscheck_notes": pd.DataFrame({"note": self.notes}, dtype=object),
+                "crosscheck_verdicts": self.verdicts}
 
     def label(self, side: str) -> str:
         return str(self.sides.set_index("side").loc[side, "label"])

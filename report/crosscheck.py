@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
@@ -45,7 +46,8 @@ def context(a: Analysis) -> dict | None:
     return {"title": title(x), "twin": TWIN_NOTE in x.notes, "sides": sides, "temperature": _temperature(x),
             "reading": reading(x),
             "caveats": caveats(x), "tau": tau_table(x), "agreement": agreement_table(x),
-            "throughput": throughput_table(x), "notes": x.notes, "tolerance": f"{100 * TAU_TOLERANCE:.0f}"}
+            "throughput": throughput_table(x), "verdicts": verdict_table(x), "verdict": verdict_sentence(x),
+            "notes": x.notes, "tolerance": f"{100 * TAU_TOLERANCE:.0f}"}
 
 
 def _pct(v, digits: int = 1) -> str:
@@ -95,6 +97,49 @@ def throughput_table(x: CrossCheck) -> Markup:
     df = pd.DataFrame(rows, columns=[Markup(h) for h in (
         "arm", "C", "tok/s A", "tok/s B", r"A/B [95\% CI]", r"TPOT B/A [95\% CI]", "reps A / B")])
     return latex(df, "lrrrrrr")
+
+
+def _pair_ids(r: dict, this: str, other: str) -> str:
+    return escape(r[this] if r[this] == r[other] else f"{r[this]} = {r[other]}")
+
+
+def verdict_table(x: CrossCheck) -> Markup | None:
+    """A twin's and its pair's verdict per decomposed ratio and C, each as throughput = τ ratio / step cost."""
+    if x.verdicts.empty:
+        return None
+    rows = [[_pair_ids(r, "arm", "arm_other"), _pair_ids(r, "reference", "reference_other"), str(r["concurrency"]),
+             *(f"{num(r[f'ratio_{s}'], 3)} = {num(r[f'tau_ratio_{s}'], 3)} / {num(r[f'step_cost_{s}'], 2)}"
+               for s in ("this", "other"))]
+            for r in x.verdicts.to_dict("records")]
+    heads = ["arm", "over", "C", r"A: ratio = $\tau$ ratio / step cost", r"B: ratio = $\tau$ ratio / step cost"]
+    return latex(pd.DataFrame(rows, columns=[Markup(h) for h in heads]), "lllrr")
+
+
+def verdict_sentence(x: CrossCheck) -> Markup:
+    """Where the twin's verdict and its pair's differ most, and which factor makes the difference: acceptance
+    (the same predictions, so only other prompts or bf16 divergence can move it) or the step (the two costs)."""
+    if x.verdicts.empty or x.twin is None:
+        return Markup("")
+    v = x.verdicts.assign(gap=lambda d: (np.log(d["ratio_this"]) - np.log(d["ratio_other"])).abs()).sort_values(
+        "gap", ascending=False)
+    r = v.iloc[0]
+    t, p = ("this", "other") if x.twin == "this" else ("other", "this")
+    tw, pa = ("A", "B") if x.twin == "this" else ("B", "A")
+    tau_gap = abs(math.log(r[f"tau_ratio_{t}"] / r[f"tau_ratio_{p}"]))
+    step_gap = abs(math.log(r[f"step_cost_{t}"] / r[f"step_cost_{p}"]))
+    what = escape(f"{r['arm']} over {r['reference']}")
+    head = (f"The twin's verdict ({tw}) and its pair's ({pa}) differ most for {what} at C={r['concurrency']}: "
+            f"{num(r[f'ratio_{t}'], 3)} against {num(r[f'ratio_{p}'], 3)}, ")
+    if step_gap >= tau_gap:
+        why = (f"mostly through the step, which costs {num(r[f'step_cost_{t}'], 2)}x its reference's on the twin "
+               f"and {num(r[f'step_cost_{p}'], 2)}x on the pair: the same predictions at another model's cost, so "
+               f"the pair's step times do not transfer.")
+        return Markup(head + why)
+    mixed = "same_prompt_mix" in x.arms and x.arms["same_prompt_mix"].eq(False).any()
+    cause = ("the two runs' C=1 cells sent different prompt mixes" if mixed and r["concurrency"] == 1 else
+             "the two pairs make the same predictions, so what moves it is which prompts ran and bf16 divergence")
+    return Markup(head + f"mostly through acceptance ($\\tau$ ratio {num(r[f'tau_ratio_{t}'], 3)} against "
+                         f"{num(r[f'tau_ratio_{p}'], 3)}): {cause}.")
 
 
 def _text(v, default: str) -> str:

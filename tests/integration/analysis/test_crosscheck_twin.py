@@ -45,8 +45,17 @@ def test_a_twin_and_its_pair_cross_check_and_another_pair_is_refused(tmp_path):
     assert TWIN_NOTE in x.notes and not any("refusing" in n for n in x.notes)
     assert x.arms["tau_this"].notna().all() and len(x.throughput) == len(x.arms)
     assert report_crosscheck.context(a)["twin"] is True
+    # each tree's verdict on both sides, factor by factor, from the two runs' own decompositions
+    b = analyze(pair, bootstrap=50).decomposition.set_index(["arm", "reference", "concurrency"])
+    assert x.twin == "this" and len(x.verdicts) == len(a.decomposition) > 0
+    for v in x.verdicts.itertuples():
+        mine = a.decomposition.set_index(["arm", "reference", "concurrency"]).loc[(v.arm, v.reference, v.concurrency)]
+        theirs = b.loc[(v.arm_other, v.reference_other, v.concurrency)]
+        assert (v.ratio_this, v.tau_ratio_this) == (mine["throughput_ratio"], mine["tau_ratio"])
+        assert (v.ratio_other, v.step_cost_other) == (theirs["throughput_ratio"], 1 / theirs["step_time_ratio"])
+    assert "differ most for" in str(report_crosscheck.context(a)["verdict"])
 
     _edit(pair, _pair_models({**FILES, "target": {**FILES["target"], "model.safetensors": "other"}}))
     x = analyze(twin, bootstrap=50).crosscheck
     assert TWIN_NOTE not in x.notes and any("refusing" in n and "target weights differs" in n for n in x.notes)
-    assert x.throughput.empty
+    assert x.throughput.empty and x.verdicts.empty and x.twin is None

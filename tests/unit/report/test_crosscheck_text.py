@@ -3,8 +3,8 @@ only where τ differs beyond 5%, and no cause it did not measure."""
 
 import pandas as pd
 
-from analysis.crosscheck import ARM_COLUMNS, THROUGHPUT_COLUMNS, CrossCheck
-from report.crosscheck import caveats, reading, title
+from analysis.crosscheck import ARM_COLUMNS, THROUGHPUT_COLUMNS, VERDICT_COLUMNS, CrossCheck
+from report.crosscheck import caveats, reading, title, verdict_sentence
 
 
 def _x(arms, thr=(), kinds=("sglang", "refengine"), labels=("SGLang 0.5.15", "reference engine")):
@@ -107,3 +107,24 @@ def test_the_gap_line_splits_both_sides_the_same_way_and_names_the_steps():
     text = _plain(reading(_x([ARMS[0], split])))
     assert ("Split the same way on both sides, over the pairs whose greedy outputs are identical, $\\tau$ A/B is "
             "tree-b15-k8 4.02/4.00 (A's verify steps from its stream chunks") in text
+
+
+def _verdicts(tau_twin, cost_twin, tau_pair, cost_pair, c=8):
+    return pd.DataFrame([{"arm": "tree-b31-k31", "reference": "linear-b16", "arm_other": "tree-b31-k31",
+                          "reference_other": "linear-b16", "concurrency": c,
+                          "ratio_this": tau_twin / cost_twin, "tau_ratio_this": tau_twin, "step_cost_this": cost_twin,
+                          "ratio_other": tau_pair / cost_pair, "tau_ratio_other": tau_pair,
+                          "step_cost_other": cost_pair}], columns=VERDICT_COLUMNS)
+
+
+def test_the_verdict_sentence_names_the_factor_that_parts_a_twin_from_its_pair():
+    x = _x(ARMS, THR)
+    x.twin, x.verdicts = "this", _verdicts(1.20, 1.36, 1.21, 1.02)
+    text = _plain(verdict_sentence(x))
+    assert "differ most for tree-b31-k31 over linear-b16 at C=8: 0.882 against 1.186" in text
+    assert "mostly through the step, which costs 1.36x its reference's on the twin and 1.02x on the pair" in text
+    x.verdicts = _verdicts(1.30, 1.03, 1.08, 1.07, c=1)
+    text = _plain(verdict_sentence(x))
+    assert "mostly through acceptance ($\\tau$ ratio 1.300 against 1.080)" in text
+    x.twin = None           # two runs of one pair: no verdict to set side by side
+    assert str(verdict_sentence(x)) == ""
