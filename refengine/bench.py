@@ -15,7 +15,8 @@ C, with its ratio to C=1: what batching buys. Arms and concurrencies alternate, 
 
 `--forward-costs` times the bare forwards a step is made of; `--kernels` says what each spends its
 time in (a GPU's CUDA kernels, or the CPU's aten ops, by self time per forward): where a step's
-time goes beyond the weights it must read.
+time goes beyond the weights it must read. The pair runs fused as the server runs it (one GEMM for
+q/k/v, one for gate/up: refengine.layers.fuse); `--unfused` keeps the separate projections.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from refengine.batch import generate_all
 from refengine.ddtree import PARTS
 from refengine.drafter import Drafter
 from refengine.engine import Engine
+from refengine.layers import fuse
 from refengine.model import Target
 from refengine.output import Output
 from refengine.pair import random_pair
@@ -108,6 +110,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--kernels", action="store_true",
                    help="also what each bare forward spends its time in: CUDA kernels by device time on a GPU, "
                         "aten ops by host time on the CPU (torch.profiler)")
+    p.add_argument("--unfused", action="store_true",
+                   help="keep q/k/v and gate/up as separate GEMMs (the server fuses them: refengine.layers.fuse)")
     p.add_argument("--profile", action="store_true",
                    help="also split the tree arms' bookkeeping into its parts (host time per step, torch.profiler)")
     return p.parse_args(argv)
@@ -294,10 +298,13 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     target, drafter, prompts, eos, what = load(args)
+    if not args.unfused:  # as the server runs them
+        fuse(target), fuse(drafter)
     stop = [] if args.ignore_eos else eos
     width = max([Plan.parse(a).budget or Plan.parse(a).block_size or 1 for a in arms]) + 1
     setting = (f"max_tokens {args.max_tokens}, T=0, {args.device} {target.dtype}, graphs "
-               f"{'on' if args.graphs else 'off'}, {torch.get_num_threads()} threads, "
+               f"{'on' if args.graphs else 'off'}, {'un' if args.unfused else ''}fused, "
+               f"{torch.get_num_threads()} threads, "
                f"{platform.processor() or platform.machine()}")
     if args.concurrency:
         levels = [int(c) for c in args.concurrency.split(",")]

@@ -42,8 +42,7 @@ from refengine.layers import DecoderLayer, RMSNorm, attend, rope
 class DraftBlock(DecoderLayer):
     def forward(self, x, past, cos, sin, visible):
         h = self.input_layernorm(x)
-        q = self.self_attn.queries(h, cos, sin)
-        k, v = self.self_attn.keys_values(h, cos, sin)
+        q, k, v = self.self_attn.project(h, cos, sin)
         if past is not None:
             k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
         x = x + self.self_attn.out(attend(q, k, v, visible))

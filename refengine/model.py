@@ -31,8 +31,7 @@ from refengine.layers import DecoderLayer, RMSNorm, attend, rope
 class Block(DecoderLayer):
     def forward(self, x, cos, sin, visible, cache: KVCache | None, layer: int, slots, span):
         h = self.input_layernorm(x)
-        q = self.self_attn.queries(h, cos, sin)
-        k, v = self.self_attn.keys_values(h, cos, sin)
+        q, k, v = self.self_attn.project(h, cos, sin)
         if cache is not None:
             cache.write(layer, k, v, slots)
             k, v = cache.k[layer, :, :, :span], cache.v[layer, :, :, :span]

@@ -73,6 +73,7 @@ def build(args):
     """Load the pair, the tokenizer and the engine; return (app, scheduler)."""
     from refengine.drafter import Drafter
     from refengine.engine import Engine, verify_width
+    from refengine.layers import fuse
     from refengine.model import Target
     from refengine.sampling import Sampling
     from refengine.server.app import ServerInfo, build_app
@@ -82,10 +83,10 @@ def build(args):
     from refengine.tokenizer import Tokenizer
 
     dtype = DTYPES[args.dtype] or (torch.bfloat16 if args.device.startswith("cuda") else torch.float32)
-    target = Target.from_pretrained(args.model_path, dtype=dtype, device=args.device)
+    target = fuse(Target.from_pretrained(args.model_path, dtype=dtype, device=args.device))
     drafter = None
     if args.speculative_algorithm != "NONE":
-        drafter = Drafter.from_pretrained(args.speculative_draft_model_path, dtype=dtype, device=args.device)
+        drafter = fuse(Drafter.from_pretrained(args.speculative_draft_model_path, dtype=dtype, device=args.device))
     plan = make_plan(args, drafter.block_size if drafter else None)
     context = args.context_length or target.config.max_position_embeddings
     engine = Engine(target, drafter, capacity=context + verify_width(plan), batch=args.max_running_requests,
