@@ -299,7 +299,8 @@ def main(argv=None) -> int:
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     target, drafter, prompts, eos, what = load(args)
     if not args.unfused:  # as the server runs them
-        fuse(target), fuse(drafter)
+        fuse(target)
+        fuse(drafter)
     stop = [] if args.ignore_eos else eos
     width = max([Plan.parse(a).budget or Plan.parse(a).block_size or 1 for a in arms]) + 1
     setting = (f"max_tokens {args.max_tokens}, T=0, {args.device} {target.dtype}, graphs "

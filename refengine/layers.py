@@ -89,21 +89,20 @@ class QKV(nn.Module):
         y = y.view(b, t, n, self.head_dim)
         return (norm(y) if norm is not None else y).transpose(1, 2)
 
-    def queries(self, x: torch.Tensor, cos, sin) -> torch.Tensor:
-        return apply_rope(self._heads(self.q_proj(x), self.n_heads, self.q_norm), cos, sin)
+    def _kv(self, k: torch.Tensor, v: torch.Tensor, cos, sin) -> tuple[torch.Tensor, torch.Tensor]:
+        return apply_rope(self._heads(k, self.n_kv_heads, self.k_norm), cos, sin), self._heads(v, self.n_kv_heads)
 
     def keys_values(self, x: torch.Tensor, cos, sin) -> tuple[torch.Tensor, torch.Tensor]:
-        k = self._heads(self.k_proj(x), self.n_kv_heads, self.k_norm)
-        return apply_rope(k, cos, sin), self._heads(self.v_proj(x), self.n_kv_heads)
+        return self._kv(self.k_proj(x), self.v_proj(x), cos, sin)
 
     def project(self, x: torch.Tensor, cos, sin) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v of one input: one GEMM once fused."""
         if self.fused is None:
-            return self.queries(x, cos, sin), *self.keys_values(x, cos, sin)
-        kv = self.n_kv_heads * self.head_dim
-        q, k, v = F.linear(x, *self.fused).split([self.n_heads * self.head_dim, kv, kv], dim=-1)
-        return (apply_rope(self._heads(q, self.n_heads, self.q_norm), cos, sin),
-                apply_rope(self._heads(k, self.n_kv_heads, self.k_norm), cos, sin), self._heads(v, self.n_kv_heads))
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        else:
+            kv = self.n_kv_heads * self.head_dim
+            q, k, v = F.linear(x, *self.fused).split([self.n_heads * self.head_dim, kv, kv], dim=-1)
+        return apply_rope(self._heads(q, self.n_heads, self.q_norm), cos, sin), *self._kv(k, v, cos, sin)
 
     def out(self, o: torch.Tensor) -> torch.Tensor:
         b, _, t, _ = o.shape

@@ -12,18 +12,23 @@ import pandas as pd
 from markupsafe import Markup
 
 from analysis.analyze import Analysis
-from analysis.crosscheck import TAU_TOLERANCE, TWIN_NOTE, CrossCheck
+from analysis.crosscheck import TAU_TOLERANCE, CrossCheck
 from report.tables import latex
 from report.tex import breakable, ci, escape, missing, num, with_ci
 
 NAMES = {"sglang": "SGLang", "refengine": "reference engine"}
+MARK = {"this": "A", "other": "B"}  # how the section names the two runs
 
+
+
+def _pair_ids(r: dict, this: str = "arm", other: str = "arm_other") -> str:
+    """An id in A, and in B where B calls the same thing otherwise (arms pair by what they are)."""
+    theirs = r.get(other)
+    return escape(r[this]) if not isinstance(theirs, str) or theirs == r[this] else escape(f"{r[this]} = {theirs}")
 
 
 def _arm(r: dict) -> str:
-    """The arm's id in A, and in B where B calls the same arm otherwise (arms pair by what they are)."""
-    other = r.get("arm_other")
-    return escape(r["arm"]) if not isinstance(other, str) or other == r["arm"] else escape(f"{r['arm']} = {other}")
+    return _pair_ids(r)
 
 def title(x: CrossCheck) -> str:
     kinds = list(x.sides["backend"])
@@ -43,7 +48,7 @@ def context(a: Analysis) -> dict | None:
               "image": breakable(_text(r["image"], "none")), "packages": _text(r["packages"], "not recorded"),
               "git": breakable(_text(r["git_sha"], "not recorded"))}
              for r in x.sides.to_dict("records")]
-    return {"title": title(x), "twin": TWIN_NOTE in x.notes, "sides": sides, "temperature": _temperature(x),
+    return {"title": title(x), "twin": x.twin is not None, "sides": sides, "temperature": _temperature(x),
             "reading": reading(x),
             "caveats": caveats(x), "tau": tau_table(x), "agreement": agreement_table(x),
             "throughput": throughput_table(x), "verdicts": verdict_table(x), "verdict": verdict_sentence(x),
@@ -99,15 +104,11 @@ def throughput_table(x: CrossCheck) -> Markup:
     return latex(df, "lrrrrrr")
 
 
-def _pair_ids(r: dict, this: str, other: str) -> str:
-    return escape(r[this] if r[this] == r[other] else f"{r[this]} = {r[other]}")
-
-
 def verdict_table(x: CrossCheck) -> Markup | None:
     """A twin's and its pair's verdict per decomposed ratio and C, each as throughput = τ ratio / step cost."""
     if x.verdicts.empty:
         return None
-    rows = [[_pair_ids(r, "arm", "arm_other"), _pair_ids(r, "reference", "reference_other"), str(r["concurrency"]),
+    rows = [[_pair_ids(r), _pair_ids(r, "reference", "reference_other"), str(r["concurrency"]),
              *(f"{num(r[f'ratio_{s}'], 3)} = {num(r[f'tau_ratio_{s}'], 3)} / {num(r[f'step_cost_{s}'], 2)}"
                for s in ("this", "other"))]
             for r in x.verdicts.to_dict("records")]
@@ -124,7 +125,7 @@ def verdict_sentence(x: CrossCheck) -> Markup:
         "gap", ascending=False)
     r = v.iloc[0]
     t, p = ("this", "other") if x.twin == "this" else ("other", "this")
-    tw, pa = ("A", "B") if x.twin == "this" else ("B", "A")
+    tw, pa = (MARK[t], MARK[p])
     tau_gap = abs(math.log(r[f"tau_ratio_{t}"] / r[f"tau_ratio_{p}"]))
     step_gap = abs(math.log(r[f"step_cost_{t}"] / r[f"step_cost_{p}"]))
     what = escape(f"{r['arm']} over {r['reference']}")
