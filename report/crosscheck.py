@@ -17,6 +17,9 @@ from report.tables import latex
 from report.tex import breakable, ci, escape, missing, num, with_ci
 
 NAMES = {"sglang": "SGLang", "refengine": "reference engine"}
+# why an arm's tau gap is left unjudged (analysis.crosscheck sets tau_within_tolerance to None)
+_UNJUDGED = ("the two runs' C=1 cells sent different prompt mixes, and $\\tau$ varies from prompt to prompt by "
+             "more than the tolerance")
 MARK = {"this": "A", "other": "B"}  # how the section names the two runs
 
 
@@ -192,12 +195,15 @@ def reading(x: CrossCheck) -> Markup:
         judged = spec[spec["tau_within_tolerance"].notna()]
         gaps = ", ".join(f"{escape(r.arm)} {_pct(r.tau_gap_pct)}\\%" for r in spec.itertuples())
         plural = "s" if len(judged) != 1 else ""
-        out.append(f"At {_temperature(x)} and C=1, {len(agree)} of {len(judged)} speculative arm{plural} "
-                   f"judged on both sides {'agree' if len(judged) != 1 else 'agrees'} in $\\tau$ within {tol} "
-                   f"between A ({a}) and B ({b}) (gap A/B$-$1: {gaps}).")
+        if len(judged):
+            out.append(f"At {_temperature(x)} and C=1, {len(agree)} of {len(judged)} speculative arm{plural} "
+                       f"judged on both sides {'agree' if len(judged) != 1 else 'agrees'} in $\\tau$ within "
+                       f"{tol} between A ({a}) and B ({b}) (gap A/B$-$1: {gaps}).")
+        else:
+            out.append(f"At {_temperature(x)} and C=1, no speculative arm's $\\tau$ is judged between A ({a}) "
+                       f"and B ({b}) (gap A/B$-$1: {gaps}).")
         if len(judged) < len(spec):
-            out.append(f"{len(spec) - len(judged)} not judged: the two runs' C=1 cells sent different prompt "
-                       "mixes, and $\\tau$ varies from prompt to prompt by more than the tolerance.")
+            out.append(f"{len(spec) - len(judged)} not judged: {_UNJUDGED}.")
     else:
         out.append(f"No speculative arm has $\\tau$ measured at C=1 on both A ({a}) and B ({b}).")
     g = x.arms[x.arms["pairs"].map(_finite) & x.arms["identical"].map(_finite)]
@@ -314,9 +320,14 @@ def summary_sentence(a: Analysis) -> Markup | None:
         return None
     spec = _spec(x)
     agree = spec[spec["tau_within_tolerance"] == True]  # noqa: E712
+    judged = spec[spec["tau_within_tolerance"].notna()]
     g = x.arms[x.arms["pairs"].map(_finite) & x.arms["identical"].map(_finite)]
     same = (f"; greedy outputs identical for {int(g['identical'].sum())} of {int(g['pairs'].sum())} paired C=1 "
             f"requests" if len(g) and g["pairs"].sum() > 0 else "")
+    tau = (f"{len(agree)} of {len(judged)} judged speculative arm(s) agree in $\\tau$ within "
+           f"{100 * TAU_TOLERANCE:.0f}\\% at C=1" if len(judged) else
+           f"no speculative arm's $\\tau$ is judged at C=1 ({_UNJUDGED})")
+    if len(judged) and len(judged) < len(spec):
+        tau += f", {len(spec) - len(judged)} not judged"
     return Markup(f"Cross-check against {escape(x.label('other'))} (Section~\\ref{{sec:crosscheck}}): "
-                  f"{len(agree)} of {len(spec)} speculative arm(s) agree in $\\tau$ within "
-                  f"{100 * TAU_TOLERANCE:.0f}\\% at C=1{same}.")
+                  f"{tau}{same}.")

@@ -1,10 +1,12 @@
 """The cross-check's generated text, from tables written by hand: the numbers it states, a gap line
 only where τ differs beyond 5%, and no cause it did not measure."""
 
+from types import SimpleNamespace
+
 import pandas as pd
 
 from analysis.crosscheck import ARM_COLUMNS, THROUGHPUT_COLUMNS, VERDICT_COLUMNS, CrossCheck
-from report.crosscheck import caveats, reading, title, verdict_sentence
+from report.crosscheck import caveats, reading, summary_sentence, title, verdict_sentence
 
 
 def _x(arms, thr=(), kinds=("sglang", "refengine"), labels=("SGLang 0.5.15", "reference engine")):
@@ -128,3 +130,20 @@ def test_the_verdict_sentence_names_the_factor_that_parts_a_twin_from_its_pair()
     assert "mostly through acceptance ($\\tau$ ratio 1.300 against 1.080)" in text
     x.twin = None           # two runs of one pair: no verdict to set side by side
     assert str(verdict_sentence(x)) == ""
+
+
+def test_no_arm_judged_is_not_read_as_disagreement():
+    unjudged = [{**a, "tau_within_tolerance": None} if a["kind"] != "ar" else a for a in ARMS]
+    text = _plain(reading(_x(unjudged)))
+    assert "no speculative arm's $\\tau$ is judged between A (SGLang 0.5.15) and B (reference engine)" in text
+    assert "2 not judged: the two runs' C=1 cells sent different prompt mixes" in text
+    assert "0 of" not in text
+    summary = _plain(summary_sentence(SimpleNamespace(crosscheck=_x(unjudged))))
+    assert "no speculative arm's $\\tau$ is judged at C=1 (the two runs' C=1 cells sent different" in summary
+
+
+def test_summary_counts_only_the_judged_arms():
+    unjudged = {**_arm("tree-b31-k31", "tree", 5.0, 4.0, 20, 30), "tau_within_tolerance": None}
+    summary = _plain(summary_sentence(SimpleNamespace(crosscheck=_x([*ARMS, unjudged]))))
+    assert "1 of 2 judged speculative arm(s) agree in $\\tau$ within 5\\% at C=1, 1 not judged; greedy outputs " \
+           "identical for 35 of 40 paired C=1 requests." in summary
