@@ -21,6 +21,7 @@ NAMES = {"sglang": "SGLang", "refengine": "reference engine"}
 _UNJUDGED = ("the two runs' C=1 cells sent different prompt mixes, and $\\tau$ varies from prompt to prompt by "
              "more than the tolerance")
 MARK = {"this": "A", "other": "B"}  # how the section names the two runs
+TOL = f"{100 * TAU_TOLERANCE:.0f}\\%"  # the tau tolerance as the text prints it
 
 
 
@@ -178,6 +179,17 @@ def _weighted(g: pd.DataFrame, col: str) -> float:
     return float((g[col].astype(float) * w).sum() / w.sum()) if w.sum() > 0 else float("nan")
 
 
+def _judged(spec: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The speculative arms whose tau gap is within tolerance, and those judged at all (None: not judged)."""
+    judged = spec[spec["tau_within_tolerance"].notna()]
+    return judged[judged["tau_within_tolerance"] == True], judged  # noqa: E712 (object column)
+
+
+def _compared(x: CrossCheck) -> pd.DataFrame:
+    """The arms whose request pairs were compared for greedy-output agreement."""
+    return x.arms[x.arms["pairs"].map(_finite) & x.arms["identical"].map(_finite)]
+
+
 def _temperature(x: CrossCheck) -> str:
     """The temperatures the compared arms sent at C=1: 'T=0' is greedy decoding."""
     t = sorted({float(v) for v in x.arms["temperature"] if _finite(v)})
@@ -187,18 +199,16 @@ def _temperature(x: CrossCheck) -> str:
 def reading(x: CrossCheck) -> Markup:
     """One paragraph generated from the numbers, naming the two sides as A and B."""
     a, b = escape(x.label("this")), escape(x.label("other"))
-    tol = f"{100 * TAU_TOLERANCE:.0f}\\%"
     out = []
     spec = _spec(x)
     if len(spec):
-        agree = spec[spec["tau_within_tolerance"] == True]  # noqa: E712 (object column: True, False or None)
-        judged = spec[spec["tau_within_tolerance"].notna()]
+        agree, judged = _judged(spec)
         gaps = ", ".join(f"{escape(r.arm)} {_pct(r.tau_gap_pct)}\\%" for r in spec.itertuples())
         plural = "s" if len(judged) != 1 else ""
         if len(judged):
             out.append(f"At {_temperature(x)} and C=1, {len(agree)} of {len(judged)} speculative arm{plural} "
                        f"judged on both sides {'agree' if len(judged) != 1 else 'agrees'} in $\\tau$ within "
-                       f"{tol} between A ({a}) and B ({b}) (gap A/B$-$1: {gaps}).")
+                       f"{TOL} between A ({a}) and B ({b}) (gap A/B$-$1: {gaps}).")
         else:
             out.append(f"At {_temperature(x)} and C=1, no speculative arm's $\\tau$ is judged between A ({a}) "
                        f"and B ({b}) (gap A/B$-$1: {gaps}).")
@@ -206,7 +216,7 @@ def reading(x: CrossCheck) -> Markup:
             out.append(f"{len(spec) - len(judged)} not judged: {_UNJUDGED}.")
     else:
         out.append(f"No speculative arm has $\\tau$ measured at C=1 on both A ({a}) and B ({b}).")
-    g = x.arms[x.arms["pairs"].map(_finite) & x.arms["identical"].map(_finite)]
+    g = _compared(x)
     if len(g) and g["pairs"].sum() > 0:
         total, same = int(g["pairs"].sum()), int(g["identical"].sum())
         lo, hi = g.loc[g["agreement_rate"].idxmin()], g.loc[g["agreement_rate"].idxmax()]
@@ -245,7 +255,7 @@ def caveats(x: CrossCheck) -> list[Markup]:
             noise = (f" (95\\% CI {band}\\%: {'the interval includes 0' if inside else 'the interval excludes 0'})")
         out.append(Markup(
             f"$\\tau$ of {escape(r.arm)} differs by {_pct(r.tau_gap_pct)}\\%{noise}: {num(r.tau_this, 2)} on A "
-            f"against {num(r.tau_other, 2)} on B, more than the {100 * TAU_TOLERANCE:.0f}\\% expected of one "
+            f"against {num(r.tau_other, 2)} on B, more than the {TOL} expected of one "
             f"algorithm.{_split(r)}"))
     return out
 
@@ -280,7 +290,7 @@ def _split(r) -> str:
                 if _finite(da) and _finite(db) else "")
         return (f" Outputs are identical on {_int(r.identical)} of {_int(r.pairs)} pairs{over}. Over those, "
                 f"$\\tau$ is {num(sa, 2)} on A and {num(sb, 2)} on B (A/B$-$1 {_pct(100 * (sa / sb - 1))}\\%{rest}), "
-                f"{'within' if near else 'still beyond'} {100 * TAU_TOLERANCE:.0f}\\% of each other: the split of "
+                f"{'within' if near else 'still beyond'} {TOL} of each other: the split of "
                 f"outputs {'accounts for' if near else 'does not account for'} the gap. Verify steps per request: "
                 f"A from {_steps_text(getattr(r, 'split_steps_this', None))}; B from "
                 f"{_steps_text(getattr(r, 'split_steps_other', None))}.")
@@ -290,7 +300,7 @@ def _split(r) -> str:
             near = abs(whole / same - 1) <= TAU_TOLERANCE
             return (f" Outputs are identical on {_int(r.identical)} of {_int(r.pairs)} pairs. Over those, {mark}'s "
                     f"$\\tau$ is {num(same, 2)} ({num(diff, 2)} over the rest, whose tokens differ between the "
-                    f"engines), {'within' if near else 'still beyond'} {100 * TAU_TOLERANCE:.0f}\\% of {other}'s "
+                    f"engines), {'within' if near else 'still beyond'} {TOL} of {other}'s "
                     f"{num(whole, 2)}: the split of outputs {'accounts for' if near else 'does not account for'} "
                     f"the gap ({other}'s records give no per-request verify steps, neither spec\\_verify\\_ct nor "
                     f"stream chunks that match its /metrics count, to split; {other}'s $\\tau$ is over all pairs).")
@@ -319,13 +329,12 @@ def summary_sentence(a: Analysis) -> Markup | None:
     if x is None:
         return None
     spec = _spec(x)
-    agree = spec[spec["tau_within_tolerance"] == True]  # noqa: E712
-    judged = spec[spec["tau_within_tolerance"].notna()]
-    g = x.arms[x.arms["pairs"].map(_finite) & x.arms["identical"].map(_finite)]
+    agree, judged = _judged(spec)
+    g = _compared(x)
     same = (f"; greedy outputs identical for {int(g['identical'].sum())} of {int(g['pairs'].sum())} paired C=1 "
             f"requests" if len(g) and g["pairs"].sum() > 0 else "")
     tau = (f"{len(agree)} of {len(judged)} judged speculative arm(s) agree in $\\tau$ within "
-           f"{100 * TAU_TOLERANCE:.0f}\\% at C=1" if len(judged) else
+           f"{TOL} at C=1" if len(judged) else
            f"no speculative arm's $\\tau$ is judged at C=1 ({_UNJUDGED})")
     if len(judged) and len(judged) < len(spec):
         tau += f", {len(spec) - len(judged)} not judged"
