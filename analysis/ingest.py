@@ -87,7 +87,7 @@ def load(path: str | Path) -> Run:
         logs.append(df)
     cells_df = pd.DataFrame(cells, columns=CELL + ["status", "reason", "started_unix", "ended_unix",
                                                    "window_start_ns", "window_end_ns", "status_requests",
-                                                   "status_errors", "client_cpu_max"])
+                                                   "status_errors", "client_cpu_max", "busy_ns"])
     requests, chunks = _flatten(tables)
     log = pd.concat(logs, ignore_index=True) if logs else serverlog.parse("")
     if "arm" not in log:
@@ -190,7 +190,7 @@ def _flatten(tables: list[pa.Table]) -> tuple[pd.DataFrame, pd.DataFrame]:
         out[name] = t.column(name).to_numpy()
     # target_*: the lengths asked for (NaN: none targeted), to hold against usage's prompt/completion tokens
     for name in ["intended_send_ns", "headers_ns", "end_ns", "status", "top_p", "top_k", "seed",
-                 "target_input_tokens", "target_output_tokens"]:
+                 "target_input_tokens", "target_output_tokens", "round"]:
         out[name] = _num(t, name, n)
     for name in ["error", "finish_reason"]:
         out[name] = (t.column(name).cast(pa.string()).to_numpy(zero_copy_only=False) if name in t.column_names
@@ -285,7 +285,7 @@ def _field(t: pa.Table, parent: str, name: str):
 def _empty_requests() -> pd.DataFrame:
     cols = ["request_id", "arm", "concurrency", "repetition", "warmup", "prompt_id", "category", "worker", "user",
             "max_tokens", "temperature", "top_p", "top_k", "seed", "target_input_tokens", "target_output_tokens",
-            "send_ns", "send_unix_ns", "intended_send_ns",
+            "send_ns", "send_unix_ns", "intended_send_ns", "round",
             "headers_ns", "end_ns", "status", "error", "finish_reason", "prompt_tokens", "completion_tokens",
             *SPEC_SCALARS,
             *SPEC_HISTOGRAMS, "output_token_ids", "first_content_ns", "content_chunks", "text", "ok"]

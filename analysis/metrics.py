@@ -161,6 +161,8 @@ def _cell(cell: dict, r: pd.DataFrame, gaps: np.ndarray, kind: str, categories, 
     good = measured[measured["ok"].to_numpy(dtype=bool)]
     ws, we, source = cell["window_start_ns"], cell["window_end_ns"], cell["window_source"]
     w = (we - ws) / 1e9
+    if pd.notna(cell.get("busy_ns")):   # rounds: the arm's own units, not the stretch the arms share
+        w, source = float(cell["busy_ns"]) / 1e9, "busy"
     boot = Boot(*_columns(good, categories), b, rng)
     n_err = int((~measured["ok"]).sum())
     tokens, _ = boot.sums("tokens")

@@ -17,6 +17,7 @@ module knows servers, not traffic.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,9 @@ from ddbench.results import STATUS, WARMUP, cell_name, write_json_atomic
 # workload is the one the measured arm sends (its sampling setting), the url its base arm's server;
 # unmeasured=True for a warm-up's load
 CellRunner = Callable[..., CellStatus]
+# stretch(targets: [(arm, workload, url, cell_dir, request args)], load, *, concurrency, repetition)
+#   -> {arm: CellStatus}: the rounds schedule's cells of one (repetition, C), every arm's at once
+StretchRunner = Callable[..., dict[str, CellStatus]]
 
 
 def _failed(arm: str, c: int, r: int, cell_dir: Path, reason: str) -> CellStatus:
@@ -83,7 +87,7 @@ def up_together(profile: Profile, arms: list[str], run_dir: Path, **kw) -> tuple
 def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: CellRunner, *,
               command: list[str] | None = None, timeout_s: float | None = None,
               telemetry_interval_s: float = 1.0, prepare: Callable[[Path], None] | None = None,
-              gate: Callable[[int], bool] | None = None) -> list[CellStatus]:
+              gate: Callable[[int], bool] | None = None, stretch: StretchRunner | None = None) -> list[CellStatus]:
     """prepare(cell_dir) runs just before a cell runs or is marked failed (a resume retires the cell's
     earlier attempt there, so a sweep cut during bring-up loses no finished cell). gate(repetition) is asked
     before each cell: False ends the block there (a time budget, ddbench/budget.py; the block's cells run in
@@ -97,6 +101,9 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
     out = []
     try:
         warm_up(profile, block, servers, run_dir, cell, outside)
+        if stretch is not None:
+            return run_stretches(profile, block, run_dir, servers, down, stretch, outside=outside, prepare=prepare,
+                                 gate=gate, telemetry_interval_s=telemetry_interval_s)
         for a, c, r in block.cells:
             if gate is not None and not gate(r):
                 break
@@ -125,6 +132,48 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
     finally:
         for s in servers.values():
             s.stop()
+    return out
+
+
+def run_stretches(profile: Profile, block: schedule.Block, run_dir: Path, servers: dict, down: dict[str, str],
+                  stretch: StretchRunner, *, outside: bool, prepare=None, gate=None,
+                  telemetry_interval_s: float = 1.0) -> list[CellStatus]:
+    """The rounds schedule: each (repetition, C) of the block as one stretch over the arms that are up (one
+    telemetry record for the stretch, copied into each of its cells); an arm that is down fails its cell."""
+    cell_dir = lambda a, c, r: Path(run_dir) / a / cell_name(c, r)  # noqa: E731
+    out = []
+    for cells in schedule.stretches(block.cells):
+        c, r = cells[0][1], cells[0][2]
+        if gate is not None and not gate(r):
+            break
+        live = []
+        for a, _, _ in cells:
+            if prepare is not None:
+                prepare(cell_dir(a, c, r))
+            base = profile.arm(a).server
+            gone = servers[base].exited() if base in servers else None
+            if base in down or gone is not None:
+                why = (down[base] if outside else f"the arm did not come up: {down[base]}") if base in down \
+                    else f"the server {gone} before this cell"
+                out.append(_failed(a, c, r, cell_dir(a, c, r), why))
+            else:
+                live.append(a)
+        if not live:
+            continue
+        targets = [(a, profile.workload_for(a), servers[profile.arm(a).server].url, cell_dir(a, c, r),
+                    _request_args(servers[profile.arm(a).server], outside)) for a in live]
+        first = cell_dir(live[0], c, r)
+        with Telemetry(first / TELEMETRY, gpus=profile.placement.gpus or None, interval_s=telemetry_interval_s):
+            statuses = stretch(targets, profile.load, concurrency=c, repetition=r)
+        for a in live:
+            status = statuses[a]
+            gone = servers[profile.arm(a).server].exited()
+            if gone is not None:
+                status = status.model_copy(update={"status": "failed", "reason": f"the server {gone} during the cell"})
+                write_json_atomic(cell_dir(a, c, r) / STATUS, status.model_dump(mode="json"))
+            if a != live[0] and (first / TELEMETRY).is_file():
+                shutil.copyfile(first / TELEMETRY, cell_dir(a, c, r) / TELEMETRY)
+            out.append(status)
     return out
 
 
@@ -160,16 +209,23 @@ def warmup_dir(run_dir: Path, arm: str, concurrency: int) -> Path:
 
 
 def run_sweep(profile: Profile, run_dir: Path, cell: CellRunner, *, todo: list[schedule.Cell] | None = None,
-              mode: str | None = None, gate: Callable[[int], bool] | None = None, **kw) -> dict[str, list[CellStatus]]:
+              mode: str | None = None, gate: Callable[[int], bool] | None = None, stretch: StretchRunner | None = None,
+              **kw) -> dict[str, list[CellStatus]]:
     """Every cell of the schedule (or only those in todo), block by block; statuses by arm, in run order.
-    gate(repetition): whether a repetition may start, asked before a block's bring-up and before each cell."""
+    gate(repetition): whether a repetition may start, asked before a block's bring-up and before each cell.
+    stretch: the rounds schedule's runner, used when the schedule is 'rounds' (cells otherwise)."""
     wanted = set(todo) if todo is not None else None
+    if (mode or schedule.resolve(profile)[0]) != "rounds":
+        stretch = None
+    elif stretch is None:
+        raise ValueError("schedule 'rounds' needs a stretch runner (loadtests/rounds.py)")
     out: dict[str, list[CellStatus]] = {a.id: [] for a in profile.measured_arms()}
     for block in schedule.blocks(profile, mode):
         cells = tuple(x for x in block.cells if wanted is None or x in wanted)
         if not cells or (gate is not None and not gate(cells[0][2])):
             continue
         arms = tuple(a for a in block.arms if any(profile.arm(x[0]).server == a for x in cells))
-        for status in run_block(profile, schedule.Block(arms, cells), run_dir, cell, gate=gate, **kw):
+        for status in run_block(profile, schedule.Block(arms, cells), run_dir, cell, gate=gate, stretch=stretch,
+                                **kw):
             out[status.arm].append(status)
     return out

@@ -227,8 +227,12 @@ def arm_line(arm: dict, why: str) -> Line:
 def propose_arms(b: int, engine: str) -> tuple[list[Line], list[Line]]:
     """(arm lines, comment lines for the arms left out): AR, DFlash at the drafter's block, the DDTree chain at
     the same verify width, a narrow and a full top-k tree there, and a wide tree."""
-    arms = [arm_line({"id": "ar", "kind": "ar"}, "no speculation: every speedup is a ratio to it"),
-            arm_line({"id": f"linear-b{b}", "kind": "linear", "block_size": b},
+    arms = [arm_line({"id": "ar", "kind": "ar"}, "no speculation: every speedup is a ratio to it")]
+    if engine != "refengine":
+        arms.append(arm_line({"id": "ar-no-overlap", "kind": "ar", "overlap_scheduler": False,
+                              "ablation": "overlap scheduler held off, as the speculative arms run"},
+                             "the switch held equal: AR as the speculative arms run on SGLang"))
+    arms += [arm_line({"id": f"linear-b{b}", "kind": "linear", "block_size": b},
                      f"DFlash at the block the drafter was trained for ({b})")]
     chain = {"id": f"chain-b{b - 1}", "kind": "chain", "block_size": b}
     ddtree = [(chain["id"], arm_line(chain, "DDTree with top-k 1: must take linear's verify steps (a check)"))]
@@ -284,11 +288,8 @@ def runtime_lines(engine: str, device: str) -> list[Line]:
              Line("cuda_graphs: true", "how a server runs in production; an arm may turn it off")]
     if engine == "refengine":
         return lines
-    if engine == "sglang-fork":
-        lines += [Line("attention_backend: triton", "DDTree's tree verify needs it; held equal for every arm"),
-                  Line("overlap_scheduler: false", "DDTree forces it off; held equal for every arm")]
-    else:
-        lines += [Line("overlap_scheduler: true", "no DDTree arm here forces it off; false to compare with a fork run")]
+    lines += [Line("overlap_scheduler: true", "each arm as deployed: on for AR; SGLang turns it off for DFLASH and "
+                                              "DDTree, and a tree arm gets triton attention (ddbench/settings.py)")]
     return lines + [Line("mem_fraction_static: 0.8", "GPU memory for weights + KV cache, headroom for CUDA graphs")]
 
 

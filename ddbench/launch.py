@@ -1,8 +1,9 @@
 """From an arm of a profile to the server's command line: one function per backend.
 
 Both backends take SGLang's flag names, so the reference engine is a drop-in stand-in.
-Switches that the comparison must hold equal (attention backend, page size, overlap
-scheduler) are set for every arm of a profile, not only for the arm that needs them.
+Each arm runs as it would be deployed: the settings a build forces on some arms (overlap
+scheduler, page size, attention backend) go to those arms only, and every arm's values and
+reasons come from one table (ddbench/settings.py).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from ddbench import settings
 from ddbench.profile import Arm, Profile, repo_path
 
 DEFAULT_PORT = 30000
@@ -65,10 +67,6 @@ def fork_notes(profile: Profile, arm: Arm) -> list[str]:
     return notes
 
 
-def _has(profile: Profile, *kinds: str) -> bool:
-    return any(a.kind in kinds for a in profile.arms)
-
-
 def _spec_args(arm: Arm, drafter: str | None, block_flag: str,
                topk_env: bool = True) -> tuple[list[str], dict[str, str]]:
     """topk_env: the server reads the arm's top-k from SGLANG_DDTREE_MAX_TOPK (the reference engine, and
@@ -106,21 +104,17 @@ def _common(profile: Profile, module: str, host: str, port: int, python: str) ->
 
 def sglang_command(profile: Profile, arm: Arm, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
                    python: str = "python3") -> Launch:
-    rt, notes = profile.runtime, []
+    rt = profile.runtime
     argv = _common(profile, "sglang.launch_server", host, port, python)
     argv += ["--tp-size", str(profile.placement.tp_size)]
-    attention = rt.attention_backend
-    if attention is None and any(a.kind == "tree" and a.tree_budget > a.block_size - 1 for a in profile.arms):
-        attention = "triton"
-        notes.append("attention backend triton on every arm: a DDTree tree verify needs it")
-    if attention:
-        argv += ["--attention-backend", attention]
-    if _has(profile, "chain", "tree"):
-        argv += ["--page-size", "1"]
-    elif rt.page_size:
-        argv += ["--page-size", str(rt.page_size)]
-    if not rt.overlap_scheduler:
+    attention, page, overlap = (f(profile, arm) for f in (settings.attention, settings.page_size, settings.overlap))
+    if attention.value != settings.DEFAULT:
+        argv += ["--attention-backend", attention.value]
+    if page.value != settings.DEFAULT:
+        argv += ["--page-size", page.value]
+    if overlap.value == "off":
         argv += ["--disable-overlap-schedule"]
+    notes = [f"{s.name} {s.value}: {s.reason}" for s in (attention, page, overlap)]
     if not profile.cuda_graphs(arm):
         argv += ["--disable-cuda-graph"]
     if rt.mem_fraction_static is not None:

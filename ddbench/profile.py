@@ -113,11 +113,19 @@ class Runtime(Strict):
         "auto", description="--dtype; 'auto' passes none (the checkpoint's)")
     cuda_graphs: bool = Field(True, description="false: --disable-cuda-graph (always off on the CPU)")
     attention_backend: str | None = Field(
-        None, description="--attention-backend for every arm; unset: the server's default, or 'triton' where a "
-                          "tree arm needs it")
-    overlap_scheduler: bool = Field(True, description="false: --disable-overlap-schedule, for every arm")
+        None, description="--attention-backend for every arm; unset: the server's default, and 'triton' for the "
+                          "tree arms that need it (ddbench/settings.py)")
+    # left out of the dump when unset, so that runs recorded before the field existed keep their digests
+    attention_backend_reason: str | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="why runtime.attention_backend is set for every arm (e.g. the build lacks the GPU's "
+                    "default backend); shown with each arm's settings")
+    overlap_scheduler: bool = Field(
+        True, description="true: each arm as deployed, the overlap scheduler on wherever its build can overlap "
+                          "(SGLang's AR; its DFLASH and DDTree turn it off); false: --disable-overlap-schedule "
+                          "for every arm (the switch held equal)")
     overlap_scheduler_reason: str | None = Field(
-        None, description="why DDTree arms are compared with overlap on for other arms")
+        None, description="recorded runs only: why DDTree arms were compared with overlap on for other arms")
     max_running_requests: int | None = Field(
         None, ge=1, description="--max-running-requests; unset: the highest concurrency level")
     mem_fraction_static: float | None = Field(None, gt=0, le=1, description="--mem-fraction-static (SGLang)")
@@ -139,6 +147,15 @@ class Arm(Strict):
     budget: int | None = Field(None, ge=1, description="tree nodes B, root excluded")
     topk: int | None = Field(None, ge=1, description="children per node at most")
     cuda_graphs: bool | None = Field(None, description="overrides runtime.cuda_graphs")
+    # both left out of the dump when unset, so that runs recorded before the fields existed keep their digests
+    overlap_scheduler: bool | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="overrides runtime.overlap_scheduler for this arm (false on an 'ar' arm: the ablation "
+                    "that holds the switch equal with arms whose build forces it off)")
+    ablation: str | None = Field(
+        None, min_length=1, exclude_if=lambda v: v is None,
+        description="what this arm ablates (e.g. 'overlap held off, as the speculative arms run'): measured and "
+                    "reported beside the others, never recommended for deployment")
     env: dict[str, str] = Field({}, description="this arm's server environment, over runtime.env")
     extra_args: list[str] = Field([], description="server flags appended after runtime.extra_args")
     # backend 'external' only (Profile._external): the server ddbench measures but does not start; left out
@@ -467,6 +484,9 @@ class Load(Strict):
         if self.budget_s is not None and self.schedule == "arm-major":
             raise ValueError("budget_s stops a sweep between whole repetitions, and schedule 'arm-major' runs "
                              "every repetition of one arm before the next arm: choose one")
+        if self.schedule == "rounds" and (self.mode != "closed" or self.requests_per_user is None):
+            raise ValueError("schedule 'rounds' runs closed-loop units of one request per user: it needs mode "
+                             "'closed' and requests_per_user (the measured rounds of a stretch), not duration_s")
         if len(set(self.concurrency)) != len(self.concurrency):
             raise ValueError(f"concurrency levels repeat: {self.concurrency}")
         if isinstance(self.requests_per_user, dict) and set(self.requests_per_user) != set(self.concurrency):
@@ -584,7 +604,7 @@ def _check_external(p: Profile) -> None:
     for i, a in enumerate(p.arms):
         if a.url is None:
             raise ValueError(f"{_arm_field(p, i, 'url')}: backend 'external' needs each arm's server URL")
-        for name in ("env", "extra_args", "cuda_graphs"):
+        for name in ("env", "extra_args", "cuda_graphs", "overlap_scheduler"):
             if getattr(a, name) not in (None, [], {}):
                 raise ValueError(f"{_arm_field(p, i, name)}: backend 'external' starts no server, so it "
                                  f"takes no {name}")
@@ -601,6 +621,9 @@ def _check_started(p: Profile) -> None:
     if any(a.kind != "ar" for a in p.arms) and not p.models.drafter:
         raise ValueError("speculative arms need models.drafter")
     for i, a in enumerate(p.arms):
+        if p.backend.kind == "refengine" and a.overlap_scheduler is not None:
+            raise ValueError(f"{_arm_field(p, i, 'overlap_scheduler')}: the reference engine has no overlap "
+                             "scheduler (it serves one batch at a time)")
         for name in EXTERNAL_ONLY:
             if getattr(a, name) is not None:
                 raise ValueError(f"{_arm_field(p, i, name)}: only backend 'external' takes {name}; "
@@ -634,12 +657,6 @@ def _check_sglang(p: Profile) -> None:
                 raise ValueError(
                     f"{a.kind} arm '{a.id}': budget {a.tree_budget} cannot be filled with top-k {k} over "
                     f"{depth} draft depths (block {a.block_size}): at most {room} nodes")
-    linear = [a for a in p.arms if a.kind == "linear"]
-    if ddtree and linear and rt.overlap_scheduler and not rt.overlap_scheduler_reason:
-        raise ValueError(
-            "DDTree forces the overlap scheduler off, so comparing it with linear arm "
-            f"'{linear[0].id}' needs runtime.overlap_scheduler false for every arm "
-            "(or runtime.overlap_scheduler_reason saying why not)")
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

@@ -44,6 +44,10 @@ class RequestRecord(BaseModel):
     category: str
     worker: str = Field(description="the Locust process that sent it (host:pid)")
     user: int = Field(description="index of the simulated user within the cell")
+    # load.schedule 'rounds' (loadtests/rounds.py): the round of the stretch this request's unit ran in; left
+    # out of the dump when unset, so that records from cells keep their bytes
+    round: int | None = Field(None, exclude_if=lambda v: v is None,
+                              description="rounds schedule: the round (0-based, warm-up rounds first) of its unit")
     # what was asked
     max_tokens: int
     temperature: float
@@ -95,3 +99,7 @@ class CellStatus(BaseModel):
     requests: int = 0
     errors: int = 0
     client_cpu_max: float | None = Field(None, description="peak CPU%% of any Locust process")
+    # load.schedule 'rounds': the arms' units alternate inside one stretch, so an arm's own time is the sum of
+    # its measured units, not the window (which every arm of the stretch shares)
+    busy_ns: int | None = Field(None, exclude_if=lambda v: v is None,
+                                description="rounds schedule: the summed length of this arm's measured units")

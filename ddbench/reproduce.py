@@ -170,6 +170,45 @@ def make_cell_runner(progress: Progress, task, tokenizer: Path | None = None):
     return run
 
 
+def make_stretch_runner(progress: Progress, task, tokenizer: Path | None = None):
+    """The rounds schedule's runner (loadtests/rounds.py): every arm's cell of one (repetition, C) at once,
+    each server's cache flushed and its metrics scraped around the stretch as around a cell."""
+    from containers.external import headers
+    from loadtests.cell import CellError, probe
+    from loadtests.rounds import Target, run_stretch
+
+    def run(targets, load, *, concurrency, repetition) -> dict[str, CellStatus]:
+        out, live, auth = {}, [], {}
+        for arm, workload, url, cell_dir, kw in targets:
+            auth[arm] = headers(kw.get("api_key_env"))
+            done = cell_status(Path(cell_dir))
+            if done is not None and done.status == "ok":
+                out[arm] = done
+                continue
+            try:
+                live.append(Target(arm, url, Path(cell_dir), workload, kw.get("model") or probe(url)))
+            except CellError as e:
+                Path(cell_dir).mkdir(parents=True, exist_ok=True)
+                out[arm] = CellStatus(arm=arm, concurrency=concurrency, repetition=repetition, status="failed",
+                                      reason=str(e), started_unix=time.time(), ended_unix=time.time())
+                write_json_atomic(Path(cell_dir) / STATUS, out[arm].model_dump(mode="json"))
+        progress.update(task, description=f"rounds C={concurrency} r{repetition}")
+        for t in live:
+            _flush(t.url, auth[t.arm])
+            _scrape(t.url, t.cell_dir / "metrics-before.prom", auth[t.arm])
+        try:
+            if live:
+                out.update(run_stretch(live, load, concurrency=concurrency, repetition=repetition,
+                                       tokenizer=tokenizer))
+        finally:
+            for t in live:
+                _scrape(t.url, t.cell_dir / "metrics-after.prom", auth[t.arm])
+            progress.advance(task, len(targets))
+        return out
+
+    return run
+
+
 def whole_repetitions(profile: Profile, todo: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
     """A repetition left part-done (a failed cell, a slice cut short) runs again whole: a ratio pairs the
     cells of one repetition, and a pair is only worth its name if its cells ran next to each other."""
@@ -193,8 +232,10 @@ def sweep(profile: Profile, run: RunDir, reps: range | None = None) -> dict | No
                TextColumn("eta"), TimeRemainingColumn())
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("starting", total=len(todo))
-        runner = make_cell_runner(progress, task, random_prompts.profile_tokenizer(profile))
-        run_sweep(profile, run.path, runner, todo=todo, prepare=_unmarking(run, todo), gate=gate)
+        tokenizer = random_prompts.profile_tokenizer(profile)
+        runner = make_cell_runner(progress, task, tokenizer)
+        run_sweep(profile, run.path, runner, todo=todo, prepare=_unmarking(run, todo), gate=gate,
+                  stretch=make_stretch_runner(progress, task, tokenizer))
     record = gate.record({r for _, _, r in todo}) if gate else None
     # a repetition the budget left out keeps its mark: its old cells, if any, must not pair with new ones
     _mark(run, _marked(run) - ({r for _, _, r in todo} - set(record["not_run"] if record else ())))

@@ -17,6 +17,13 @@ time, and linear drift cancels over two repetitions.
                     takes it down: for servers that cost a minute to start or cannot share the GPU.
     arm-major       each arm up once, all its cells, then the next (the old order; drift between
                     arms is then unmeasured, and the drift check says so).
+    rounds          every arm's server up for the whole sweep, as interleaved; each (repetition, C)
+                    is one stretch in which the arms take turns unit by unit (C requests at once,
+                    the same prompts for every arm of a round, the order rotated each round:
+                    loadtests/rounds.py). A server's slow and fast states last seconds, so whole
+                    cells sample a few of them and a ratio carries their spread; units of about a
+                    second sample many, alike for every arm. Intervals then come from the rounds
+                    (analysis/rounds.py) as well as from the repetitions, never from both at once.
 
 `auto` picks interleaved when all the servers can be up together, else per-repetition; a
 profile's `load.schedule` overrides it.
@@ -28,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
 
-Mode = Literal["auto", "interleaved", "interleaved-fresh", "per-repetition", "arm-major"]
+Mode = Literal["auto", "interleaved", "interleaved-fresh", "per-repetition", "arm-major", "rounds"]
 MODES = get_args(Mode)
 # SGLang servers on one GPU: what their static memory fractions may add up to, leaving room
 # for each process's CUDA context and graphs outside the fraction
@@ -93,7 +100,7 @@ def blocks(profile: Profile, mode: str | None = None) -> list[Block]:
     def block(cells) -> Block:
         return Block(tuple(dict.fromkeys(servers[a] for a, _, _ in cells)), tuple(cells))
 
-    if mode == "interleaved":
+    if mode in ("interleaved", "rounds"):
         return [block([(a, c, r) for r in reps for c in levels for a in _arm_order(arms, r)])]
     if mode == "interleaved-fresh":
         return [block([(a, c, r) for c in levels for a in _arm_order(arms, r)]) for r in reps]
@@ -105,6 +112,17 @@ def blocks(profile: Profile, mode: str | None = None) -> list[Block]:
     if mode == "arm-major":
         return [block([(a, c, r) for a in by_server[s] for c in levels for r in reps]) for s in by_server]
     raise ValueError(f"unknown schedule '{mode}' (one of {', '.join(MODES)})")
+
+
+def stretches(cells: Sequence[Cell]) -> list[list[Cell]]:
+    """The rounds schedule's stretches: consecutive cells of one (repetition, C), every arm's, in order."""
+    out: list[list[Cell]] = []
+    for cell in cells:
+        if out and (out[-1][0][1], out[-1][0][2]) == (cell[1], cell[2]):
+            out[-1].append(cell)
+        else:
+            out.append([cell])
+    return out
 
 
 def order(profile: Profile, mode: str | None = None) -> list[Cell]:

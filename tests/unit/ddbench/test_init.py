@@ -83,7 +83,8 @@ def test_hub_ids_need_no_network(tmp_path, capsys, no_network, monkeypatch):
     assert rc == 0, capsys.readouterr().err
     text = out.read_text()
     assert "from the hub id's '-b16'" in text and "not checked: the drafter's target layer ids" in text
-    assert [a.id for a in load_profile(out).arms] == SHIPPED_ARMS
+    # SGLang: each arm as deployed, and AR with the overlap switch held equal beside it
+    assert [a.id for a in load_profile(out).arms] == ["ar", "ar-no-overlap", *SHIPPED_ARMS[1:]]
     # no block in the name: SGLang's documented default, said so
     rc, out = init(tmp_path, "--target", "org/target", "--drafter", "org/drafter", "--gpus", "1", name="d.yaml")
     assert rc == 0, capsys.readouterr().err
@@ -104,7 +105,7 @@ def test_stock_sglang_leaves_ddtree_arms_out_with_a_comment(tmp_path, capsys):
     rc, out = init(tmp_path, "--target", TARGET, "--drafter", DRAFTER, "--engine", "sglang", "--gpus", "1")
     assert rc == 0, capsys.readouterr().err
     p = load_profile(out)
-    assert [a.id for a in p.arms] == ["ar", "linear-b16"] and p.backend.ddtree is None
+    assert [a.id for a in p.arms] == ["ar", "ar-no-overlap", "linear-b16"] and p.backend.ddtree is None
     text = out.read_text()
     for arm in SHIPPED_ARMS[2:]:
         assert f"# {arm}: left out, stock SGLang has no DDTREE" in text

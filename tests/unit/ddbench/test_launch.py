@@ -15,17 +15,34 @@ def test_sglang_sets_max_running_requests_to_top_concurrency(write_profile):
         assert int(flag(launch.argv, "--max-running-requests")) >= 64
 
 
-def test_sglang_tree_gets_triton_and_page_size_one_on_every_arm(write_profile):
+def test_sglang_switches_held_off_for_every_arm_when_the_profile_says_so(write_profile):
     p = load_profile(write_profile(lambda d: d["arms"][3].update(id="tree-b31-k8", budget=31)))
     cmds = commands(p)
     for launch in cmds.values():
-        assert flag(launch.argv, "--attention-backend") == "triton"
-        assert flag(launch.argv, "--page-size") == "1"
         assert "--disable-overlap-schedule" in launch.argv
     tree = cmds["tree-b31-k8"]
+    assert flag(tree.argv, "--attention-backend") == "triton" and flag(tree.argv, "--page-size") == "1"
     assert flag(tree.argv, "--speculative-algorithm") == "DDTREE"
     assert flag(tree.argv, "--speculative-ddtree-budget") == "31"
     assert tree.env["SGLANG_DDTREE_MAX_TOPK"] == "8"
+
+
+def test_sglang_each_arm_as_deployed(write_profile):
+    def edit(d):
+        d["runtime"]["overlap_scheduler"] = True
+        d["arms"][3].update(id="tree-b31-k8", budget=31)
+        d["arms"].append({"id": "ar-no-overlap", "kind": "ar", "overlap_scheduler": False,
+                          "ablation": "overlap held off, as the speculative arms run"})
+
+    cmds = commands(load_profile(write_profile(edit)))
+    # AR keeps SGLang's defaults: overlap on, its own attention backend and page size
+    assert not {"--disable-overlap-schedule", "--attention-backend", "--page-size"} & set(cmds["ar"].argv)
+    assert "--disable-overlap-schedule" in cmds["ar-no-overlap"].argv
+    for arm in ("linear-b16", "chain-b15", "tree-b31-k8"):   # the build turns overlap off for these
+        assert "--disable-overlap-schedule" in cmds[arm].argv
+    assert flag(cmds["chain-b15"].argv, "--page-size") == "1" and "--attention-backend" not in cmds["chain-b15"].argv
+    assert flag(cmds["tree-b31-k8"].argv, "--attention-backend") == "triton"
+    assert any(n.startswith("overlap scheduler on: SGLang's default") for n in cmds["ar"].notes)
 
 
 def test_sglang_arms(write_profile):

@@ -34,8 +34,7 @@ def test_valid_overrides_apply(write_profile):
     assert load_profile(path, ["load.seed=1", "load.seed=2"]).load.seed == 2
     assert load_profile(path, ["placement.cpus='1'"]).placement.cpus == "1"   # YAML: quote a string of digits
     no_runtime = write_profile(lambda d: d.pop("runtime"), name="bare.yaml")
-    with pytest.raises(ProfileError, match="overlap"):
-        load_profile(no_runtime)
+    assert load_profile(no_runtime).runtime.overlap_scheduler is True
     assert load_profile(no_runtime, ["runtime.overlap_scheduler=false"]).runtime.overlap_scheduler is False
 
 

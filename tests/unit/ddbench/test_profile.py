@@ -103,12 +103,19 @@ def test_sglang_tree_needs_triton(write_profile):
     assert load_profile(write_profile(lambda d: d["runtime"].update(attention_backend="fa3"), name="b.yaml"))
 
 
-def test_sglang_ddtree_with_linear_needs_overlap_off(write_profile):
-    msg = error_of(write_profile(lambda d: d["runtime"].update(overlap_scheduler=True)))
-    assert "overlap" in msg and "linear-b16" in msg
-    ok = write_profile(lambda d: d["runtime"].update(overlap_scheduler=True,
-                                                     overlap_scheduler_reason="measuring overlap itself"))
-    assert load_profile(ok).runtime.overlap_scheduler
+def test_sglang_ddtree_with_linear_runs_each_arm_as_deployed(write_profile):
+    # the overlap switch is no longer held equal by force: each arm gets what its build allows
+    p = load_profile(write_profile(lambda d: d["runtime"].update(overlap_scheduler=True)))
+    assert p.runtime.overlap_scheduler
+
+
+def test_overlap_per_arm_is_refused_where_no_server_has_one(write_profile):
+    def refengine(d):
+        d.update(backend={"kind": "refengine"}, placement={"device": "cpu"})
+        d["arms"].append({"id": "ar-no-overlap", "kind": "ar", "overlap_scheduler": False})
+
+    msg = error_of(write_profile(refengine))
+    assert "arms[4].overlap_scheduler (arm 'ar-no-overlap')" in msg and "no overlap" in msg
 
 
 def test_refengine_has_no_sglang_rules(write_profile):

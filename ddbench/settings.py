@@ -1,0 +1,104 @@
+"""Each arm's serving settings as it runs: the value, and why it is that value.
+
+A fair comparison runs each arm as it would be deployed. Where the build forces a setting on some
+arms (SGLang cannot overlap DFLASH or DDTree steps; DDTree needs page size 1 and, for a real tree,
+the triton attention backend), only those arms get it; every other arm keeps the server's default
+or the profile's choice. A switch held equal for symmetry alone is an ablation arm
+(`ablation:`), never the headline. The launch commands (ddbench/launch.py) and the report's list
+of settings that differ between arms both read this one table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT = "server default"
+# what SGLang logs when a speculative arm asks for the overlap scheduler on the builds ddbench serves
+NO_SPEC_OVERLAP = "this build cannot overlap DFLASH or DDTree steps (SGLang turns the overlap scheduler off for them)"
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str        # 'overlap scheduler', 'page size', 'attention backend', 'CUDA graphs'
+    value: str       # 'on', 'off', '1', 'triton', 'server default'
+    reason: str      # why this arm has this value
+
+
+def needs_triton(arm) -> bool:
+    """A DDTree tree wider than its chain verifies with a tree mask: triton's attention backend."""
+    return arm.kind == "tree" and arm.tree_budget > arm.block_size - 1
+
+
+def overlap(profile, arm) -> Setting | None:
+    """SGLang's overlap scheduler (None on a server that has none)."""
+    if profile.backend.kind != "sglang":
+        return None
+    name = "overlap scheduler"
+    if arm.kind != "ar":
+        return Setting(name, "off", NO_SPEC_OVERLAP)
+    if arm.overlap_scheduler is not None:
+        on = arm.overlap_scheduler
+        return Setting(name, "on" if on else "off", arm.ablation or f"set by arm '{arm.id}'")
+    if not profile.runtime.overlap_scheduler:
+        return Setting(name, "off", "runtime.overlap_scheduler false: held off for every arm")
+    return Setting(name, "on", "SGLang's default for AR")
+
+
+def page_size(profile, arm) -> Setting | None:
+    if profile.backend.kind != "sglang":
+        return None
+    if arm.kind in ("chain", "tree"):
+        return Setting("page size", "1", "DDTree's KV layout needs page size 1")
+    if profile.runtime.page_size:
+        return Setting("page size", str(profile.runtime.page_size), "runtime.page_size")
+    return Setting("page size", DEFAULT, "SGLang's default")
+
+
+def attention(profile, arm) -> Setting | None:
+    if profile.backend.kind != "sglang":
+        return None
+    rt = profile.runtime
+    if rt.attention_backend:
+        return Setting("attention backend", rt.attention_backend,
+                       rt.attention_backend_reason or "runtime.attention_backend, for every arm")
+    if needs_triton(arm):
+        return Setting("attention backend", "triton", "a DDTree tree verify needs triton's tree mask")
+    return Setting("attention backend", DEFAULT, "the server's default for the GPU")
+
+
+def graphs(profile, arm) -> Setting | None:
+    if profile.placement.device != "cuda" or profile.backend.kind == "external":
+        return None
+    on = profile.cuda_graphs(arm)
+    why = f"arm '{arm.id}'" if arm.cuda_graphs is not None else "runtime.cuda_graphs"
+    return Setting("CUDA graphs", "on" if on else "off", why)
+
+
+def arm_settings(profile, arm) -> list[Setting]:
+    """The settings one arm's server runs with, in a fixed order."""
+    return [s for s in (overlap(profile, arm), page_size(profile, arm), attention(profile, arm),
+                        graphs(profile, arm)) if s is not None]
+
+
+def differing(profile) -> list[tuple[str, dict[str, Setting]]]:
+    """The settings whose value differs between the profile's arms: (name, {arm id: Setting})."""
+    table = {a.id: {s.name: s for s in arm_settings(profile, a)} for a in profile.arms}
+    names = list(dict.fromkeys(n for row in table.values() for n in row))
+    out = []
+    for n in names:
+        col = {arm: row[n] for arm, row in table.items() if n in row}
+        if len({s.value for s in col.values()}) > 1:
+            out.append((n, col))
+    return out
+
+
+def differing_lines(profile) -> list[str]:
+    """One line per differing setting: 'overlap scheduler: on for ar (SGLang's default for AR); off for ...'."""
+    lines = []
+    for name, col in differing(profile):
+        groups: dict[tuple[str, str], list[str]] = {}
+        for arm, s in col.items():
+            groups.setdefault((s.value, s.reason), []).append(arm)
+        parts = [f"{v} for {', '.join(arms)} ({why})" for (v, why), arms in groups.items()]
+        lines.append(f"{name}: " + "; ".join(parts))
+    return lines

@@ -1,0 +1,169 @@
+"""Rounds: every arm's requests interleaved unit by unit, so that each arm samples the same server states.
+
+    run_stretch(targets, load, *, concurrency, repetition, tokenizer=None) -> {arm: CellStatus}
+
+A server drifts through slow and fast states that last seconds. Whole cells (tens of seconds per
+arm) sample a handful of them, so a ratio of two arms carries the states' spread. A stretch instead
+runs R rounds; in round j every arm serves one *unit* in turn (the arm order rotated by j, so every
+arm takes every place equally often): C users at once, each sending one request, the same C prompts
+(slots j*C .. j*C+C-1 of the closed-loop order, ddbench/loadtests.plan) to every arm of the round.
+A unit is over when its last request ends; the next arm's unit starts then.
+
+Each arm's requests of the stretch go to its own cell directory with their round number, and its
+status.json gives `busy_ns`, the sum of its units' lengths: the arm's throughput is its tokens over
+its own busy time (analysis/metrics.py), not over the stretch, which the other arms share. The first
+load.warmup_requests rounds are unmeasured. Requests are streamed with httpx in threads, timed by hand
+as loadtests/client.py times Locust's (its event parser and fields), one thread per user.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from ddbench.profile import Load, Workload
+from ddbench.prompts import load_prompt_set
+from ddbench.random_prompts import maker
+from ddbench.records import CellStatus, RequestRecord
+from ddbench.results import STATUS, record_files, write_json_atomic
+from loadtests import plan
+from loadtests.client import CHAT_PATH, auth_headers, chat_body, take
+from loadtests.options import resolve_sources
+from loadtests.recorder import RecordFile, worker_name
+from loadtests.sse import EventParser
+
+TIMEOUT_S = 600.0   # a long generation is slow, not dead
+
+
+@dataclass(frozen=True)
+class Target:
+    """One arm of a stretch: where its server answers and where its cell goes."""
+
+    arm: str
+    url: str
+    cell_dir: Path
+    workload: Workload
+    model: str
+
+
+def rotation(arms: list[str], j: int) -> list[str]:
+    """Round j's order: the arms rotated by j."""
+    k = j % len(arms)
+    return arms[k:] + arms[:k]
+
+
+def stream(client: httpx.Client, body: dict, request_id: str) -> dict:
+    """One streamed chat completion: the raw fields of a RequestRecord, as loadtests/client.py fills them."""
+    out: dict = {"chunks": [], "status": None, "error": None, "finish_reason": None, "usage": None, "spec": None,
+                 "headers_ns": None, "output_token_ids": None}
+    headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity", "X-Request-Id": request_id,
+               **auth_headers()}
+    out["send_unix_ns"] = time.time_ns()
+    out["send_ns"] = time.perf_counter_ns()
+    try:
+        with client.stream("POST", CHAT_PATH, content=json.dumps(body), headers=headers,
+                           timeout=TIMEOUT_S) as resp:
+            out["headers_ns"] = time.perf_counter_ns()
+            out["status"] = resp.status_code
+            if resp.status_code != 200:
+                out["error"] = f"HTTP {resp.status_code}: {resp.read().decode(errors='replace').strip()[:500]}"
+            else:
+                parser, done = EventParser(), False
+                for line in resp.iter_lines():
+                    data = parser.feed(line.encode() + b"\n")
+                    if data is not None:
+                        done = take(data, time.perf_counter_ns(), out) or done
+                data = parser.flush()
+                if data is not None:
+                    done = take(data, time.perf_counter_ns(), out) or done
+                if not done and not out["error"]:
+                    out["error"] = "stream ended without [DONE]"
+    except httpx.HTTPError as e:   # a dropped stream is a record with an error, not a crash
+        out["error"] = out["error"] or f"{type(e).__name__}: {e}"
+    out["end_ns"] = time.perf_counter_ns()
+    return out
+
+
+def _request(client: httpx.Client, t: Target, load: Load, prompt, slot: int, *, concurrency: int,
+             repetition: int, round_: int, user: int, warmup: bool) -> RequestRecord:
+    w = t.workload
+    seed = plan.request_seed(load.seed, repetition, slot) if w.temperature > 0 else None
+    if w.output is not None:
+        prompt = prompt.model_copy(update={"max_tokens": plan.output_target(w.output, w.max_tokens, load.seed, slot)})
+    body = chat_body(prompt, model=t.model, max_tokens=w.max_tokens, temperature=w.temperature, top_p=w.top_p,
+                     top_k=w.top_k, ignore_eos=w.ignore_eos, seed=seed)
+    rid = uuid.uuid4().hex
+    raw = stream(client, body, rid)
+    return RequestRecord(
+        request_id=rid, arm=t.arm, concurrency=concurrency, repetition=repetition, warmup=warmup,
+        prompt_id=prompt.id, category=prompt.category, worker=worker_name(), user=user, round=round_,
+        max_tokens=body["max_tokens"], temperature=w.temperature, top_p=w.top_p, top_k=w.top_k, seed=seed,
+        target_input_tokens=prompt.input_tokens, target_output_tokens=body["max_tokens"] if w.ignore_eos else None,
+        **raw)
+
+
+def run_stretch(targets: list[Target], load: Load, *, concurrency: int, repetition: int,
+                tokenizer: str | Path | None = None) -> dict[str, CellStatus]:
+    """Every arm's cell at (concurrency, repetition), run as one stretch of interleaved rounds."""
+    for t in targets:
+        if record_files(t.cell_dir):
+            raise RuntimeError(f"{t.cell_dir}: already holds request records; a cell is never run twice into one "
+                               "directory")
+    w = targets[0].workload
+    prompts = load_prompt_set(resolve_sources(w.prompt_set), w.categories or None,
+                              random=maker(w.input, load.seed, tokenizer))
+    order = plan.prompt_order(prompts, load.seed)
+    rounds = load.warmup_requests + (load.per_user(concurrency) or 1)
+    by_arm = {t.arm: t for t in targets}
+    files = {}
+    busy = dict.fromkeys(by_arm, 0)
+    started = time.time()
+    for t in targets:
+        t.cell_dir.mkdir(parents=True, exist_ok=True)
+        files[t.arm] = RecordFile(t.cell_dir, worker_name())
+    clients = {t.arm: httpx.Client(base_url=t.url, headers={"Content-Type": "application/json"},
+                                   limits=httpx.Limits(max_connections=concurrency)) for t in targets}
+    records: dict[str, list[RequestRecord]] = {a: [] for a in by_arm}
+    try:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            for j in range(rounds):
+                warm = j < load.warmup_requests
+                slots = [plan.closed_loop_slot(u, j, concurrency) for u in range(concurrency)]
+                for arm in rotation(list(by_arm), j):
+                    t = by_arm[arm]
+                    t0 = time.perf_counter_ns()
+                    done = list(pool.map(lambda u, t=t, j=j, warm=warm: _request(
+                        clients[t.arm], t, load, order[slots[u] % len(order)], slots[u], concurrency=concurrency,
+                        repetition=repetition, round_=j, user=u, warmup=warm), range(concurrency)))
+                    if not warm:
+                        busy[arm] += time.perf_counter_ns() - t0
+                    for rec in done:
+                        files[arm].write(rec)
+                    records[arm] += done
+    finally:
+        for c in clients.values():
+            c.close()
+        for f in files.values():
+            f.close()
+    ended = time.time()
+    return {a: _finish(by_arm[a], records[a], busy[a], concurrency, repetition, started, ended) for a in by_arm}
+
+
+def _finish(t: Target, records: list[RequestRecord], busy_ns: int, concurrency: int, repetition: int,
+            started: float, ended: float) -> CellStatus:
+    measured = [r for r in records if not r.warmup]
+    errors = sum(not r.ok for r in measured)
+    reason = None if measured else "no measured request completed"
+    status = CellStatus(arm=t.arm, concurrency=concurrency, repetition=repetition,
+                        status="failed" if reason else "ok", reason=reason, started_unix=started, ended_unix=ended,
+                        window_start_ns=min((r.send_ns for r in measured), default=None),
+                        window_end_ns=max((r.end_ns for r in measured if r.end_ns), default=None),
+                        requests=len(measured), errors=errors, busy_ns=busy_ns or None)
+    write_json_atomic(t.cell_dir / STATUS, status.model_dump(mode="json"))
+    return status

@@ -1,0 +1,45 @@
+from ddbench import settings
+from ddbench.profile import load_profile
+
+
+def deployable(d):
+    d["runtime"].update(overlap_scheduler=True, attention_backend="triton",
+                        attention_backend_reason="the build carries no FA3")
+    d["arms"].append({"id": "ar-no-overlap", "kind": "ar", "overlap_scheduler": False,
+                      "ablation": "overlap held off, as the speculative arms run"})
+
+
+def by_name(profile, arm):
+    return {s.name: s for s in settings.arm_settings(profile, profile.arm(arm))}
+
+
+def test_each_arm_gets_what_its_build_allows(write_profile):
+    p = load_profile(write_profile(deployable))
+    ar, tree, ablation = by_name(p, "ar"), by_name(p, "tree-b15-k8"), by_name(p, "ar-no-overlap")
+    assert (ar["overlap scheduler"].value, ar["page size"].value) == ("on", settings.DEFAULT)
+    assert tree["overlap scheduler"].value == "off" and "cannot overlap" in tree["overlap scheduler"].reason
+    assert tree["page size"].value == "1"
+    assert ablation["overlap scheduler"].value == "off"
+    assert ablation["overlap scheduler"].reason == "overlap held off, as the speculative arms run"
+    assert ar["attention backend"].reason == "the build carries no FA3"
+
+
+def test_one_line_per_setting_that_differs(write_profile):
+    lines = settings.differing_lines(load_profile(write_profile(deployable)))
+    assert len(lines) == 2   # overlap and page size differ; attention and graphs are equal
+    overlap = next(x for x in lines if x.startswith("overlap scheduler:"))
+    assert "on for ar (SGLang's default for AR)" in overlap
+    assert "off for linear-b16, chain-b15, tree-b15-k8 (this build cannot overlap" in overlap
+    assert "off for ar-no-overlap (overlap held off, as the speculative arms run)" in overlap
+    page = next(x for x in lines if x.startswith("page size:"))
+    assert "1 for chain-b15, tree-b15-k8" in page
+
+
+def test_nothing_differs_when_every_switch_is_held_equal(write_profile):
+    p = load_profile(write_profile(lambda d: d["runtime"].update(page_size=1)))
+    assert settings.differing_lines(p) == []
+
+
+def test_the_reference_engine_has_no_build_settings(write_profile):
+    p = load_profile(write_profile(lambda d: d.update(backend={"kind": "refengine"}, placement={"device": "cpu"})))
+    assert all(settings.arm_settings(p, a) == [] for a in p.arms)
