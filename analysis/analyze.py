@@ -15,8 +15,10 @@ from analysis import (
     compare,
     correctness,
     crosscheck,
+    gpu_time,
     ingest,
     metrics,
+    rounds,
     stability,
     stagecost,
     stationarity,
@@ -28,7 +30,7 @@ from ddbench.results import TABLES, write_bytes_atomic
 BOOTSTRAP = 1000
 SLIM = ["arm", "concurrency", "repetition", "warmup", "ok", "in_window", "category", "max_tokens", "temperature",
         "send_ns", "end_ns", "n_tokens", "ttft_s", "e2e_s", "tpot_s", "tokens_per_chunk", "output_rate",
-        "verify_steps", "tau", "completion_tokens", "spec_verify_ct"]
+        "verify_steps", "tau", "completion_tokens", "spec_verify_ct", "round"]
 
 
 def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
@@ -64,6 +66,7 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     steady = stationarity.stationarity(cells, speedups, (run.manifest.model_extra or {}).get("schedule"))
     host = stability.host_quiet(run.telemetry, cells, speedups, run.profile.backend.runtime, run.manifest.host.cores)
     decomposition, more = compare.decomposition(run, cells, boots)
+    by_rounds = rounds.ratios(slim, speedups, seed=seed)
     categories = compare.per_category(run, slim, cells)
     lossless, note = correctness.lossless(run.profile, req)
     tri = triage.triage(run, req)
@@ -72,7 +75,8 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     res = Analysis(run, req, cells, summary, speedups, decomposition, categories, lossless, note, trust,
                    drift=stability.drift_table(drift), gpu_band=band, host_cpu=host,
                    stage_cost=stagecost.read(run.path), boots=boots, refusals=refusals + more, triage=tri,
-                   between_runs=between, stationarity=steady)
+                   between_runs=between, stationarity=steady, rounds=by_rounds,
+                   gpu_time=gpu_time.table(run.path))
     if other_path is not None:
         other = analyze(other_path, bootstrap, seed, min_requests, cross=False)
         res.crosscheck = crosscheck.cross_check(res, other)
@@ -122,7 +126,7 @@ def write_tables(a: Analysis) -> list[Path]:
               "speedups": a.speedups, "decomposition": a.decomposition, "categories": a.categories,
               "lossless": a.lossless, "checks": a.checks, "drift": a.drift, "gpu_band": a.gpu_band,
               "host_cpu": a.host_cpu, "stage_cost": a.stage_cost, "between_runs": a.between_runs,
-              "stationarity": a.stationarity,
+              "stationarity": a.stationarity, "rounds": a.rounds, "gpu_time": a.gpu_time,
               "server_log": a.run.log, "server_metrics": a.run.server,
               "telemetry": a.run.telemetry}
     if a.triage is not None:

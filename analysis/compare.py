@@ -185,20 +185,27 @@ def speedups(run: Run, cells: pd.DataFrame, boots: dict) -> tuple[pd.DataFrame, 
     """Every speculative arm against the ar arm, trees and chains against the linear arm, trees against
     the chain, at every concurrency. Returns the table and the refusals (why a pair was not compared)."""
     rows, refusals = [], []
-    for arm in (a for a in run.profile.arms if a.kind != "ar"):
-        for kind in BASELINES[arm.kind]:
+    for arm in run.profile.arms:
+        # an ablation arm (ar-no-overlap) is set against its deployable kind; every other arm against the
+        # deployable baseline of each kind and, beside it, each ablation of that kind
+        for kind in ("ar",) if arm.kind == "ar" and arm.ablation else BASELINES.get(arm.kind, ()):
+            bases = baseline_for(run, arm.id, kind)
+            deployable = [b for b in bases if not run.profile.arm(b).ablation]
+            ablations = [] if arm.ablation else [b for b in bases if run.profile.arm(b).ablation]
             for c in run.profile.load.concurrency:
-                why = None
-                for base in baseline_for(run, arm.id, kind):
-                    try:
-                        rows.append({**speedup(Side(run, cells, boots, arm.id), Side(run, cells, boots, base), c),
-                                     "baseline_kind": kind})
-                        why = None
-                        break
-                    except MismatchError as e:
-                        why = why or str(e)
-                if why:
-                    refusals.append(why)
+                for group in (deployable, *([b] for b in ablations)):
+                    why = None
+                    for base in group:   # the first of the group that compares
+                        try:
+                            rows.append({**speedup(Side(run, cells, boots, arm.id), Side(run, cells, boots, base), c),
+                                         "baseline_kind": kind,
+                                         "ablation": bool(arm.ablation or run.profile.arm(base).ablation)})
+                            why = None
+                            break
+                        except MismatchError as e:
+                            why = why or str(e)
+                    if why:
+                        refusals.append(why)
     return pd.DataFrame(rows), refusals
 
 

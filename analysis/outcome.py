@@ -53,6 +53,8 @@ class Analysis:
     stage_cost: pd.DataFrame = field(default_factory=pd.DataFrame)  # SGLang DDTree's step split (a diagnostic)
     between_runs: pd.DataFrame = field(default_factory=pd.DataFrame)  # each ratio against this plan's other runs
     stationarity: pd.DataFrame = field(default_factory=pd.DataFrame)  # each ratio's step or trend over the run
+    rounds: pd.DataFrame = field(default_factory=pd.DataFrame)     # each ratio from the rounds (analysis.rounds)
+    gpu_time: pd.DataFrame = field(default_factory=pd.DataFrame)   # GPU vs wall time per token (analysis.gpu_time)
     boots: dict = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)
     seconds: float = 0.0

@@ -29,7 +29,7 @@ from containers.telemetry import TELEMETRY, Telemetry
 from ddbench import schedule
 from ddbench.profile import Profile
 from ddbench.records import CellStatus
-from ddbench.results import STATUS, WARMUP, cell_name, write_json_atomic
+from ddbench.results import DIAGNOSTICS, GPU_TIME, STATUS, WARMUP, cell_name, write_json_atomic
 
 # cell(workload, load, *, url, cell_dir, arm, concurrency, repetition[, unmeasured]) -> CellStatus; the
 # workload is the one the measured arm sends (its sampling setting), the url its base arm's server;
@@ -141,6 +141,8 @@ def run_stretches(profile: Profile, block: schedule.Block, run_dir: Path, server
     """The rounds schedule: each (repetition, C) of the block as one stretch over the arms that are up (one
     telemetry record for the stretch, copied into each of its cells); an arm that is down fails its cell."""
     cell_dir = lambda a, c, r: Path(run_dir) / a / cell_name(c, r)  # noqa: E731
+    if "gpu-time" in profile.diagnostics:
+        time_kernels(profile, block, run_dir, servers, stretch, outside)
     out = []
     for cells in schedule.stretches(block.cells):
         c, r = cells[0][1], cells[0][2]
@@ -175,6 +177,25 @@ def run_stretches(profile: Profile, block: schedule.Block, run_dir: Path, server
                 shutil.copyfile(first / TELEMETRY, cell_dir(a, c, r) / TELEMETRY)
             out.append(status)
     return out
+
+
+def time_kernels(profile: Profile, block: schedule.Block, run_dir: Path, servers: dict, stretch: StretchRunner,
+                 outside: bool) -> None:
+    """The gpu-time diagnostic: before the measured stretches, one unmeasured round per C with each unit under
+    SGLang's profiler (containers/kernel_time.py), into RUN_DIR/diagnostics/gpu-time/: <arm>/c<C>/ holds the
+    round's records, <arm>-c<C>.json the GPU's busy time over the unit. Nothing here is read as a cell."""
+    from containers.kernel_time import KernelTimer
+
+    root = Path(run_dir) / DIAGNOSTICS / GPU_TIME
+    arms = [a for a in dict.fromkeys(x for x, _, _ in block.cells) if profile.arm(a).server in servers]
+    for c in dict.fromkeys(c for _, c, _ in block.cells):
+        if (root / f"{arms[-1]}-c{c}.json").is_file():   # a resumed sweep keeps the first profile
+            continue
+        targets = [(a, profile.workload_for(a), servers[profile.arm(a).server].url, root / a / f"c{c}",
+                    _request_args(servers[profile.arm(a).server], outside)) for a in arms]
+        load = profile.load.model_copy(update={"warmup_requests": 0, "requests_per_user": 1})
+        stretch(targets, load, concurrency=c, repetition=0,
+                around=lambda t, c=c: KernelTimer(t.url, root / f"{t.arm}-c{c}.json"))
 
 
 def _request_args(server, outside: bool) -> dict:

@@ -515,10 +515,12 @@ class Profile(Strict):
     load: Load = Field(description="how each cell is driven, and how many cells (Load)")
     # offline stages after the sweep, on the CPU, with the run's own pair and prompts (not experiment
     # conditions: left out of the dump when empty, so that older runs keep their digests)
-    diagnostics: list[Literal["headroom", "sampling-law"]] = Field(
+    diagnostics: list[Literal["headroom", "sampling-law", "gpu-time"]] = Field(
         [], exclude_if=lambda v: not v,
-        description="run by `reproduce` before the report: 'headroom' = the drafter diagnosis (analysis.headroom), "
-                    "'sampling-law' = the T>0 lossless test (analysis.sampling_law)")
+        description="run by `reproduce`: 'headroom' = the drafter diagnosis (analysis.headroom) and 'sampling-law' = "
+                    "the T>0 lossless test (analysis.sampling_law), offline before the report; 'gpu-time' = one "
+                    "unmeasured round per C before the measured stretches, each unit under SGLang's profiler: the "
+                    "GPU's busy time per output token beside the wall time (schedule 'rounds', SGLang, runtime local)")
     # analysis only, not an experiment condition: left out of the dump (and so of the digest and
     # the manifest) when unset, so that runs recorded before the field existed keep their digests
     compare_with: str | None = Field(
@@ -538,6 +540,10 @@ class Profile(Strict):
             _check_started(self)
         if self.backend.kind == "sglang":
             _check_sglang(self)
+        if "gpu-time" in self.diagnostics and (self.backend.kind, self.backend.runtime, self.load.schedule) != \
+                ("sglang", "local", "rounds"):
+            raise ValueError("diagnostics 'gpu-time' profiles SGLang servers on this host within the rounds schedule: "
+                             "it needs backend sglang, runtime local and load.schedule 'rounds'")
         servers, load = (parse_cpus(c) if c else frozenset() for c in (self.placement.cpus, self.load.cpus))
         if servers & load:
             raise ValueError(f"placement.cpus '{self.placement.cpus}' and load.cpus '{self.load.cpus}' share "

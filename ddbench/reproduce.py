@@ -177,7 +177,7 @@ def make_stretch_runner(progress: Progress, task, tokenizer: Path | None = None)
     from loadtests.cell import CellError, probe
     from loadtests.rounds import Target, run_stretch
 
-    def run(targets, load, *, concurrency, repetition) -> dict[str, CellStatus]:
+    def run(targets, load, *, concurrency, repetition, around=None) -> dict[str, CellStatus]:
         out, live, auth = {}, [], {}
         for arm, workload, url, cell_dir, kw in targets:
             auth[arm] = headers(kw.get("api_key_env"))
@@ -199,11 +199,12 @@ def make_stretch_runner(progress: Progress, task, tokenizer: Path | None = None)
         try:
             if live:
                 out.update(run_stretch(live, load, concurrency=concurrency, repetition=repetition,
-                                       tokenizer=tokenizer))
+                                       tokenizer=tokenizer, around=around))
         finally:
             for t in live:
                 _scrape(t.url, t.cell_dir / "metrics-after.prom", auth[t.arm])
-            progress.advance(task, len(targets))
+            if around is None:   # a profiled stretch is a diagnostic, not one of the plan's cells
+                progress.advance(task, len(targets))
         return out
 
     return run
@@ -351,6 +352,8 @@ DIAGNOSTICS = {"headroom": ("analysis.headroom", "headroom"), "sampling-law": ("
 def diagnose(profile: Profile, run: RunDir) -> int:
     """The profile's offline diagnostics, in order; the first that fails stops the report."""
     for d in profile.diagnostics:
+        if d not in DIAGNOSTICS:   # taken during the sweep (gpu-time)
+            continue
         console.print(f"diagnostics: {d} ({DIAGNOSTICS[d][0]})", highlight=False)
         rc = stage(DIAGNOSTICS[d][0], run)
         if rc:
@@ -434,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
                       highlight=False)
         return rc
     if a.no_report:
-        later = "".join(f"just {DIAGNOSTICS[d][1]} {run.path} && " for d in profile.diagnostics)
+        later = "".join(f"just {DIAGNOSTICS[d][1]} {run.path} && " for d in profile.diagnostics if d in DIAGNOSTICS)
         console.print(f"\ntables: {run.path / 'tables'}; build the PDF with: {later}just report {run.path}",
                       highlight=False)
     else:

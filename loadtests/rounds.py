@@ -21,7 +21,9 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,8 +111,10 @@ def _request(client: httpx.Client, t: Target, load: Load, prompt, slot: int, *, 
 
 
 def run_stretch(targets: list[Target], load: Load, *, concurrency: int, repetition: int,
-                tokenizer: str | Path | None = None) -> dict[str, CellStatus]:
-    """Every arm's cell at (concurrency, repetition), run as one stretch of interleaved rounds."""
+                tokenizer: str | Path | None = None,
+                around: Callable[[Target], AbstractContextManager] | None = None) -> dict[str, CellStatus]:
+    """Every arm's cell at (concurrency, repetition), run as one stretch of interleaved rounds. around(target),
+    when given, wraps each of that arm's measured units (a profiler: containers/kernel_time.py)."""
     for t in targets:
         if record_files(t.cell_dir):
             raise RuntimeError(f"{t.cell_dir}: already holds request records; a cell is never run twice into one "
@@ -137,10 +141,12 @@ def run_stretch(targets: list[Target], load: Load, *, concurrency: int, repetiti
                 slots = [plan.closed_loop_slot(u, j, concurrency) for u in range(concurrency)]
                 for arm in rotation(list(by_arm), j):
                     t = by_arm[arm]
-                    t0 = time.perf_counter_ns()
-                    done = list(pool.map(lambda u, t=t, j=j, warm=warm: _request(
-                        clients[t.arm], t, load, order[slots[u] % len(order)], slots[u], concurrency=concurrency,
-                        repetition=repetition, round_=j, user=u, warmup=warm), range(concurrency)))
+                    with nullcontext() if around is None or warm else around(t):
+                        t0 = time.perf_counter_ns()
+                        done = list(pool.map(lambda u, t=t, j=j, warm=warm: _request(
+                            clients[t.arm], t, load, order[slots[u] % len(order)], slots[u],
+                            concurrency=concurrency, repetition=repetition, round_=j, user=u, warmup=warm),
+                            range(concurrency)))
                     if not warm:
                         busy[arm] += time.perf_counter_ns() - t0
                     for rec in done:

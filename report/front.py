@@ -14,6 +14,7 @@ from markupsafe import Markup
 
 from analysis import standings, stats
 from analysis.triage import TIE
+from ddbench import settings
 from report.tex import ci, escape, missing, num
 
 KIND_RANK = {"ar": 0, "linear": 1, "chain": 2, "tree": 3}   # the simpler arm first, where two are within noise
@@ -118,8 +119,24 @@ def _ar(a, arm: str, c: int) -> dict | None:
     s = a.speedups
     if s.empty:
         return None
-    row = s[(s["arm"] == arm) & (s["baseline_kind"] == "ar") & (s["concurrency"] == c)]
+    row = s[(s["arm"] == arm) & (s["baseline_kind"] == "ar") & (s["concurrency"] == c) & ~ablated(s)]
     return row.iloc[0].to_dict() if len(row) else None
+
+
+def _vs(a, arm: str, c: int) -> dict | None:
+    """An ablation arm's row against its deployable baseline at C, or None."""
+    s = a.speedups
+    row = s[(s["arm"] == arm) & (s["concurrency"] == c)] if len(s) else s
+    return row.iloc[0].to_dict() if len(row) else None
+
+
+def ablated(s: pd.DataFrame) -> pd.Series:
+    """Rows of the speedups table that involve an ablation arm (ar-no-overlap): shown, never the headline."""
+    return s["ablation"].fillna(False).astype(bool) if "ablation" in s else pd.Series(False, index=s.index)
+
+
+def is_ablation(a, arm: str) -> bool:
+    return bool(a.run.profile.arm(arm).ablation)
 
 
 def verdict_word(v: str) -> str:
@@ -149,7 +166,11 @@ def rows(a, g: dict, pick: str | None) -> list[list[Markup]]:
     for r in g["rows"].itertuples():
         kind = kinds.get(r.arm)
         p = _percentiles(a, r.arm, c)
-        if kind == "ar":
+        if kind == "ar" and is_ablation(a, r.arm):
+            sp = _vs(a, r.arm, c)
+            vs_ar = (ratio_cell(sp["speedup"], sp["speedup_lo"], sp["speedup_hi"], sp["verdict"]) if sp else
+                     Markup("--"))
+        elif kind == "ar":
             vs_ar = Markup("1 (reference)")
         else:
             sp = _ar(a, r.arm, c)
@@ -162,7 +183,7 @@ def rows(a, g: dict, pick: str | None) -> list[list[Markup]]:
         else:
             pr = standings.pair_ratio(a, r.arm, lin, c)
             vs_lin = ratio_cell(pr["speedup"], pr["speedup_lo"], pr["speedup_hi"], pr["verdict"])
-        shown = escape(_shown(a, r.arm))
+        shown = escape(_shown(a, r.arm)) + (Markup(" (ablation)") if is_ablation(a, r.arm) else "")
         name = Markup(f"\\textbf{{{shown}}}$^\\star$") if r.arm == pick else Markup(shown)
         out.append([name, num(r.throughput, 1), p["tpot_p50"], p["tpot_p99"], p["ttft_p50"], p["ttft_p99"],
                     vs_ar, vs_lin])
@@ -203,7 +224,10 @@ def _simplicity(a, arm: str) -> tuple:
 def recommend(a, g: dict) -> tuple[str | None, Markup]:
     """(the arm to deploy, the sentence): the fastest arm by throughput, or the simplest arm within noise of it."""
     d = g["rows"].sort_values("throughput", ascending=False)
+    d = d[~d["arm"].map(lambda x: is_ablation(a, x))]   # an ablation is measured, never deployed
     c = g["c"]
+    if d.empty:
+        return None, Markup(f"{escape(g['title'])}: only ablation arms were measured; nothing to deploy.")
     best = str(d.iloc[0]["arm"])
     if len(d) == 1:
         return best, Markup(f"{escape(g['title'])}: only {escape(_shown(a, best))} was measured "
@@ -279,7 +303,7 @@ def regressions(a) -> list[Markup]:
     s, kinds = a.speedups, a.kinds
     if s.empty:
         return []
-    slow = s[s["verdict"] == "slower"]
+    slow = s[(s["verdict"] == "slower") & ~ablated(s)]
     out: list[Markup] = []
     vs_ar = slow[slow["baseline_kind"] == "ar"]
     by_group: dict[str, list] = {}
@@ -387,6 +411,6 @@ def context(a) -> dict:
     recs = [recommend(a, g) for g in gs]
     picks = {g["title"]: pick for g, (pick, _) in zip(gs, recs, strict=True)}
     n_bad, n_checks, failed = failed_checks(a)
-    return {"header": header(a), "table": deployment_table(a, gs, picks) if gs else Markup(r"\emph{(no arm finished)}"),
+    return {"header": header(a), "settings": settings.differing_lines(a.run.profile), "table": deployment_table(a, gs, picks) if gs else Markup(r"\emph{(no arm finished)}"),
             "recommendations": [s for _, s in recs], "regressions": regressions(a),
             "failed": failed, "failed_count": n_bad, "checks": n_checks, "correctness": correctness(a)}

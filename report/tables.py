@@ -191,10 +191,44 @@ def gpu_busy(a: Analysis) -> Markup | None:
     b = a.gpu_band
     if b.empty or "gpu_busy_pct" not in b or b["gpu_busy_pct"].isna().all():
         return None
+    if "busy_ns" in a.run.cells and a.run.cells["busy_ns"].notna().any():
+        return None   # rounds: the arms share each stretch's telemetry; the gpu-time diagnostic splits them
     t = b.groupby(["arm", "concurrency"])["gpu_busy_pct"].mean().unstack("concurrency")
     arms = [x.id for x in a.run.profile.measured_arms() if x.id in t.index]
     rows = [[escape(arm)] + [num(t.loc[arm, c], 0) for c in t.columns] for arm in arms]
     return latex(pd.DataFrame(rows, columns=_h("arm", *(f"C={c}" for c in t.columns))), "l" + "r" * len(t.columns))
+
+
+def rounds(a: Analysis) -> Markup | None:
+    """Each ratio from the rounds (block bootstrap over consecutive rounds) beside the same ratio from the
+    repetition pairs, or None for a run of whole cells."""
+    r = a.rounds
+    if r is None or r.empty:
+        return None
+    s = a.speedups.set_index(["arm", "baseline", "concurrency"])
+    rows = []
+    for x in r.sort_values(["concurrency", "baseline", "arm"]).itertuples():
+        key = (x.arm, x.baseline, x.concurrency)
+        rep = s.loc[key] if key in s.index else None
+        rows.append([escape(x.arm), escape(x.baseline), str(x.concurrency), str(x.rounds),
+                     with_ci(x.speedup, x.speedup_lo, x.speedup_hi, 3), num(100 * x.mde, 1), num(x.lag1, 2),
+                     with_ci(rep["speedup"], rep["speedup_lo"], rep["speedup_hi"], 3) if rep is not None else "--",
+                     num(100 * rep["mde"], 1) if rep is not None else "--"])
+    cols = _h("arm", "over", "C", "rounds", r"rounds: ratio [95\% CI]", r"MDE \%", "lag-1",
+              r"repetitions: ratio [95\% CI]", r"MDE \%")
+    return latex(pd.DataFrame(rows, columns=cols), "llrrlrrlr", long=True)
+
+
+def gpu_time(a: Analysis) -> Markup | None:
+    """GPU and wall ms per output token per arm and C, from the gpu-time diagnostic, or None without one."""
+    g = a.gpu_time
+    if g is None or g.empty:
+        return None
+    rows = [[escape(x.arm), str(x.concurrency), str(x.tokens), num(x.gpu_ms_per_token, 3),
+             num(x.wall_ms_per_token, 3), num(100 * x.gpu_share, 0), escape(x.error or "")]
+            for x in g.itertuples()]
+    cols = _h("arm", "C", "tokens", "GPU ms/token", "wall ms/token", r"GPU busy \%", "error")
+    return latex(pd.DataFrame(rows, columns=cols), "lrrrrrl")
 
 
 def drift(a: Analysis) -> Markup:
