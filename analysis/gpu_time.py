@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from ddbench.records import RequestRecord
-from ddbench.results import DIAGNOSTICS, GPU_TIME, record_files
+from ddbench.results import DIAGNOSTICS, GPU_TIME, read_run_text, record_files
 
 COLUMNS = ["arm", "concurrency", "tokens", "requests", "gpu_busy_s", "wall_s", "gpu_ms_per_token",
            "wall_ms_per_token", "gpu_share", "gpu_events", "error"]
@@ -26,8 +26,8 @@ NAME = re.compile(r"^(?P<arm>.+)-c(?P<c>\d+)\.json$")
 
 def _tokens(cell_dir: Path) -> tuple[int, int]:
     n = tokens = 0
-    for path in record_files(cell_dir):
-        for line in path.read_text().splitlines():
+    for path in record_files(cell_dir):   # plain or packed
+        for line in (read_run_text(path.with_suffix("") if path.suffix == ".gz" else path) or "").splitlines():
             rec = RequestRecord.model_validate_json(line)
             if rec.ok and rec.usage is not None:
                 n += 1

@@ -101,6 +101,10 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
     out = []
     try:
         warm_up(profile, block, servers, run_dir, cell, outside)
+        if stretch is not None and "gpu-time" in profile.diagnostics:
+            time_kernels(profile, block, run_dir, servers, stretch, outside)
+        if hasattr(gate, "rebase") and len({r for _, _, r in block.cells}) > 1:
+            gate.rebase(block.cells[0][2])   # a bring-up shared by many repetitions is none's own length
         if stretch is not None:
             return run_stretches(profile, block, run_dir, servers, down, stretch, outside=outside, prepare=prepare,
                                  gate=gate, telemetry_interval_s=telemetry_interval_s)
@@ -141,8 +145,6 @@ def run_stretches(profile: Profile, block: schedule.Block, run_dir: Path, server
     """The rounds schedule: each (repetition, C) of the block as one stretch over the arms that are up (one
     telemetry record for the stretch, copied into each of its cells); an arm that is down fails its cell."""
     cell_dir = lambda a, c, r: Path(run_dir) / a / cell_name(c, r)  # noqa: E731
-    if "gpu-time" in profile.diagnostics:
-        time_kernels(profile, block, run_dir, servers, stretch, outside)
     out = []
     for cells in schedule.stretches(block.cells):
         c, r = cells[0][1], cells[0][2]

@@ -1,10 +1,11 @@
 """load.budget_s: how many of its repetitions a sweep runs on a host slower than its plan assumed.
 
 A repetition starts only while the longest repetition so far would still end inside the budget (the clock
-starts before the first bring-up, so a repetition's bring-ups count), and the first MIN_REPETITIONS always
-run: a ratio's interval needs pairs. Whole repetitions only, so every pair stays as the schedule made it;
-what is left runs on `reproduce --resume`. The rule reads the clock, never a result, so stopping early
-widens intervals but cannot bias an estimate.
+starts before the first bring-up, so a repetition's own bring-ups count; one bring-up shared by every
+repetition counts against the budget but not as the first repetition's length: rebase), and the first
+MIN_REPETITIONS always run: a ratio's interval needs pairs. Whole repetitions only, so every pair stays as
+the schedule made it; what is left runs on `reproduce --resume`. The rule reads the clock, never a result,
+so stopping early widens intervals but cannot bias an estimate.
 
     gate = Budget(720)
     gate(r)        # True: repetition r may start (asked again for the same r: True)
@@ -39,6 +40,12 @@ class Budget:
             return False
         self.started[repetition] = now
         return True
+
+    def rebase(self, repetition: int) -> None:
+        """The repetition's cells start now: a bring-up that serves many repetitions (one block for the whole
+        sweep) is the sweep's cost, not the first repetition's length. The budget's clock keeps counting it."""
+        if repetition in self.started:
+            self.started[repetition] = self.clock()
 
     def record(self, planned: Iterable[int]) -> dict:
         """What the budget let run of the repetitions this sweep was asked for, and what it left."""

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from ddbench import schedule
+from ddbench import schedule, settings
 from ddbench.profile import REPO_ROOT, Profile, repo_path
 from ddbench.prompts import PromptSetError, prompt_set_digest, source_records
 from ddbench.results import RunDir, declare_secret_env, redact_env, write_json_atomic
@@ -247,6 +247,7 @@ def build_manifest(profile: Profile, source: str, run: RunDir, overrides: list[s
         "environment": redact_env(env),
         "seeds": {"load": profile.load.seed},
         "schedule": planned_schedule(profile),
+        "arm_settings": settings.record(profile),   # each arm's serving settings as launched, with reasons
         "images": image_records(profile),
         "h200_bundles": h200_bundles(),
         "sglang_source": sglang_source(),

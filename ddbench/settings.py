@@ -4,13 +4,13 @@ A fair comparison runs each arm as it would be deployed. Where the build forces 
 arms (SGLang cannot overlap DFLASH or DDTree steps; DDTree needs page size 1 and, for a real tree,
 the triton attention backend), only those arms get it; every other arm keeps the server's default
 or the profile's choice. A switch held equal for symmetry alone is an ablation arm
-(`ablation:`), never the headline. The launch commands (ddbench/launch.py) and the report's list
-of settings that differ between arms both read this one table.
+(`ablation:`), never the headline. The launch commands (ddbench/launch.py) read this one table, and a
+run's manifest records it (`arm_settings`), whose differences page 1 lists.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 DEFAULT = "server default"
 # what SGLang logs when a speculative arm asks for the overlap scheduler on the builds ddbench serves
@@ -80,25 +80,22 @@ def arm_settings(profile, arm) -> list[Setting]:
                         graphs(profile, arm)) if s is not None]
 
 
-def differing(profile) -> list[tuple[str, dict[str, Setting]]]:
-    """The settings whose value differs between the profile's arms: (name, {arm id: Setting})."""
-    table = {a.id: {s.name: s for s in arm_settings(profile, a)} for a in profile.arms}
-    names = list(dict.fromkeys(n for row in table.values() for n in row))
-    out = []
-    for n in names:
-        col = {arm: row[n] for arm, row in table.items() if n in row}
-        if len({s.value for s in col.values()}) > 1:
-            out.append((n, col))
-    return out
+def record(profile) -> dict[str, list[dict]]:
+    """What a run's manifest keeps (`arm_settings`): each arm's settings as it was launched."""
+    return {a.id: [asdict(s) for s in arm_settings(profile, a)] for a in profile.arms}
 
 
-def differing_lines(profile) -> list[str]:
-    """One line per differing setting: 'overlap scheduler: on for ar (SGLang's default for AR); off for ...'."""
+def differing_lines(recorded: dict[str, list[dict]]) -> list[str]:
+    """One line per setting whose value differs between the arms of a record: 'overlap scheduler: on for ar
+    (SGLang's default for AR); off for linear-b16, tree-b15-k8 (this build cannot overlap ...)'."""
+    names = list(dict.fromkeys(s["name"] for row in recorded.values() for s in row))
     lines = []
-    for name, col in differing(profile):
+    for name in names:
+        col = {arm: s for arm, row in recorded.items() for s in row if s["name"] == name}
+        if len({s["value"] for s in col.values()}) < 2:
+            continue
         groups: dict[tuple[str, str], list[str]] = {}
         for arm, s in col.items():
-            groups.setdefault((s.value, s.reason), []).append(arm)
-        parts = [f"{v} for {', '.join(arms)} ({why})" for (v, why), arms in groups.items()]
-        lines.append(f"{name}: " + "; ".join(parts))
+            groups.setdefault((s["value"], s["reason"]), []).append(arm)
+        lines.append(f"{name}: " + "; ".join(f"{v} for {', '.join(arms)} ({why})" for (v, why), arms in groups.items()))
     return lines

@@ -110,6 +110,15 @@ def _request(client: httpx.Client, t: Target, load: Load, prompt, slot: int, *, 
         **raw)
 
 
+def _unit(pool: ThreadPoolExecutor, client: httpx.Client, t: Target, load: Load, order: list, *, concurrency: int,
+          repetition: int, round_: int, warmup: bool) -> list[RequestRecord]:
+    """One arm's unit of round j: its C users at once, user u sending closed-loop slot u + j*C's prompt."""
+    slots = [plan.closed_loop_slot(u, round_, concurrency) for u in range(concurrency)]
+    return list(pool.map(lambda u: _request(client, t, load, order[slots[u] % len(order)], slots[u],
+                                            concurrency=concurrency, repetition=repetition, round_=round_, user=u,
+                                            warmup=warmup), range(concurrency)))
+
+
 def run_stretch(targets: list[Target], load: Load, *, concurrency: int, repetition: int,
                 tokenizer: str | Path | None = None,
                 around: Callable[[Target], AbstractContextManager] | None = None) -> dict[str, CellStatus]:
@@ -138,15 +147,12 @@ def run_stretch(targets: list[Target], load: Load, *, concurrency: int, repetiti
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             for j in range(rounds):
                 warm = j < load.warmup_requests
-                slots = [plan.closed_loop_slot(u, j, concurrency) for u in range(concurrency)]
                 for arm in rotation(list(by_arm), j):
                     t = by_arm[arm]
                     with nullcontext() if around is None or warm else around(t):
                         t0 = time.perf_counter_ns()
-                        done = list(pool.map(lambda u, t=t, j=j, warm=warm: _request(
-                            clients[t.arm], t, load, order[slots[u] % len(order)], slots[u],
-                            concurrency=concurrency, repetition=repetition, round_=j, user=u, warmup=warm),
-                            range(concurrency)))
+                        done = _unit(pool, clients[arm], t, load, order, concurrency=concurrency,
+                                     repetition=repetition, round_=j, warmup=warm)
                     if not warm:
                         busy[arm] += time.perf_counter_ns() - t0
                     for rec in done:

@@ -13,6 +13,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from analysis import standings, stats
+from analysis.manifest import twin
 from analysis.triage import TIE
 from ddbench import settings
 from report.tex import ci, escape, missing, num
@@ -60,9 +61,22 @@ def hardware(a) -> str:
     return Markup(f"CPU only: {escape(host.cpu or 'not recorded')}, {host.cores or '?'} cores")
 
 
+def twin_text(m) -> str | None:
+    """What a twin run's model is, for a reader who did not build it (None: not a twin)."""
+    t = twin(m)
+    if t is None:
+        return None
+    return (f"a synthetic {t.get('shape', '?')}-shaped twin (refengine/twin.py, seed {t.get('seed', '?')}, "
+            f"{t.get('dtype', '?')}) of the shipped pair, not the real model: acceptance is the pair's, each step's "
+            f"cost the shape's; its zero o_proj, down_proj and most of its LM head draw less power, so verify steps "
+            f"of 256-1024 rows (C=32) run up to about 5% cheaper than a dense model's")
+
+
 def header(a) -> list[tuple[str, Markup]]:
     p, m = a.run.profile, a.run.manifest
     pair = f"target {p.models.target or 'not named'}, drafter {p.models.drafter or 'none'}"
+    if (twin_line := twin_text(m)) is not None:
+        pair = f"{pair}: {twin_line}"
     commit = _short(m.git.sha) + (" (dirty tree)" if m.git.dirty else "")
     started = str(m.started or "not recorded").replace("T", " ")[:19]
     return [("model pair", Markup(escape(pair))), ("engine and build", Markup(escape(engine(a)))),
@@ -411,6 +425,8 @@ def context(a) -> dict:
     recs = [recommend(a, g) for g in gs]
     picks = {g["title"]: pick for g, (pick, _) in zip(gs, recs, strict=True)}
     n_bad, n_checks, failed = failed_checks(a)
-    return {"header": header(a), "settings": settings.differing_lines(a.run.profile), "table": deployment_table(a, gs, picks) if gs else Markup(r"\emph{(no arm finished)}"),
+    recorded = (a.run.manifest.model_extra or {}).get("arm_settings") or {}   # none before runs recorded it
+    return {"header": header(a), "settings": settings.differing_lines(recorded),
+            "table": deployment_table(a, gs, picks) if gs else Markup(r"\emph{(no arm finished)}"),
             "recommendations": [s for _, s in recs], "regressions": regressions(a),
             "failed": failed, "failed_count": n_bad, "checks": n_checks, "correctness": correctness(a)}

@@ -191,7 +191,7 @@ def gpu_busy(a: Analysis) -> Markup | None:
     b = a.gpu_band
     if b.empty or "gpu_busy_pct" not in b or b["gpu_busy_pct"].isna().all():
         return None
-    if "busy_ns" in a.run.cells and a.run.cells["busy_ns"].notna().any():
+    if (a.cells["window_source"] == "busy").any():
         return None   # rounds: the arms share each stretch's telemetry; the gpu-time diagnostic splits them
     t = b.groupby(["arm", "concurrency"])["gpu_busy_pct"].mean().unstack("concurrency")
     arms = [x.id for x in a.run.profile.measured_arms() if x.id in t.index]

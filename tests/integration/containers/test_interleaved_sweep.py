@@ -135,3 +135,34 @@ def test_sampling_settings_are_measured_arms_on_one_server_each(profile_file, tm
     assert all(r.seed is not None and r.temperature == 1.0 and r.top_k == 20 for a in arms[3:] for r in records[a])
     assert seeds["ar@t1-k20"] == seeds["linear-b8@t1-k20"] == seeds["tree-b7-k2@t1-k20"]
     assert compare(RunDir(runs[0]), RunDir(runs[1]), arms) == []
+
+
+def test_a_rounds_sweep_interleaves_requests_and_analysis_pairs_them(profile_file, tmp_path, monkeypatch):
+    from analysis.analyze import analyze
+    from ddbench.reproduce import make_stretch_runner
+
+    class _Progress:
+        def update(self, *a, **k):
+            pass
+
+        def advance(self, *a, **k):
+            pass
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    profile = load_profile(profile_file("rounds"))
+    run = tmp_path / "run-rounds"
+    from ddbench.manifest import start_run
+    from ddbench.results import RunDir
+    start_run(profile, str(profile_file("rounds")), RunDir(run))
+    out = run_sweep(profile, run, run_cell, stretch=make_stretch_runner(_Progress(), None))
+    assert all(s.status == "ok" and s.busy_ns for v in out.values() for s in v), out
+    for arm in ("ar", "linear-b8", "tree-b7-k2"):
+        assert (run / arm / "server.log").read_text().count(READY) == 1   # up once, for every stretch
+    # the rounds of a stretch alternate: each round's three requests ran one after the other, rotated
+    a = analyze(run, bootstrap=50)
+    req = a.requests[~a.requests["warmup"].astype(bool)].sort_values("send_ns")
+    first = req.groupby(["repetition", "round"])["arm"].first()
+    # measured rounds 1 and 2 (round 0 warms up); the second repetition's arm order is reversed (schedule.py)
+    assert list(first.loc[1]) == ["linear-b8", "tree-b7-k2"] and list(first.loc[2]) == ["linear-b8", "ar"]
+    assert set(a.rounds["arm"] + "/" + a.rounds["baseline"]) >= {"linear-b8/ar", "tree-b7-k2/linear-b8"}
+    assert (a.rounds["rounds"] == 4).all()   # 2 measured rounds a stretch, 2 repetitions

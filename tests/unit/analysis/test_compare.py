@@ -110,3 +110,26 @@ def test_ingest_and_metrics_agree_on_window(synth_run):
     req, cells = metrics.mark_window(req, run.cells)
     assert (cells["window_source"] == "status").all()
     assert not req.loc[req["warmup"].astype(bool), "in_window"].any()
+
+
+def test_ablation_arms_are_compared_beside_the_deployable_baseline_never_instead(monkeypatch):
+    from types import SimpleNamespace
+
+    from ddbench.profile import Profile
+
+    p = Profile.model_validate({
+        "name": "hand", "backend": {"kind": "sglang"}, "models": {"target": "t", "drafter": "d"},
+        "placement": {"device": "cuda", "gpus": [0]},
+        "arms": [{"id": "ar", "kind": "ar"},
+                 {"id": "ar-no-overlap", "kind": "ar", "overlap_scheduler": False, "ablation": "overlap held off"},
+                 {"id": "linear-b16", "kind": "linear", "block_size": 16},
+                 {"id": "tree-b15-k8", "kind": "tree", "block_size": 16, "budget": 15, "topk": 8}],
+        "workload": {"prompt_set": "p.jsonl", "max_tokens": 8}, "load": {"concurrency": [1], "requests_per_user": 2}})
+    monkeypatch.setattr(compare, "speedup", lambda x, y, c: {"arm": x.arm, "baseline": y.arm, "concurrency": c})
+    rows, refusals = compare.speedups(SimpleNamespace(profile=p), None, {})
+    pairs = [(r["arm"], r["baseline"], r["ablation"]) for r in rows.to_dict("records")]
+    assert pairs == [("ar-no-overlap", "ar", True),
+                     ("linear-b16", "ar", False), ("linear-b16", "ar-no-overlap", True),
+                     ("tree-b15-k8", "ar", False), ("tree-b15-k8", "ar-no-overlap", True),
+                     ("tree-b15-k8", "linear-b16", False)]
+    assert refusals == []

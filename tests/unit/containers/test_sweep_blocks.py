@@ -97,3 +97,42 @@ def test_a_repetition_the_gate_refuses_runs_nothing(monkeypatch, tmp_path, mode,
     calls = _sweep(monkeypatch, tmp_path, profile, gate=gate, ups=ups)
     assert [(a, c, r) for a, c, r, *_ in calls] == [x for x in profile.cells() if x[2] <= 2]
     assert len(ups) == bring_ups and 3 in asked
+
+
+def test_the_rounds_schedule_runs_one_stretch_per_repetition_and_level(monkeypatch, tmp_path):
+    profile = _profile(tmp_path, schedule="rounds")
+    stretches = []
+
+    def stretch(targets, load, *, concurrency, repetition, around=None):
+        stretches.append((concurrency, repetition, [t[0] for t in targets]))
+        for _, _, _, cell_dir, _ in targets:
+            cell_dir.mkdir(parents=True, exist_ok=True)
+        return {t[0]: CellStatus(arm=t[0], concurrency=concurrency, repetition=repetition, status="ok",
+                                 busy_ns=1) for t in targets}
+
+    monkeypatch.setattr(sweep, "up_together", lambda p, arms, run_dir, **kw: ({a: _Server() for a in arms}, {}))
+    out = sweep.run_sweep(profile, tmp_path / "run", cell=None, telemetry_interval_s=60, stretch=stretch)
+    assert stretches == [(1, 1, ["ar", "linear-b16"]), (4, 1, ["ar", "linear-b16"]),
+                         (1, 2, ["linear-b16", "ar"]), (4, 2, ["linear-b16", "ar"])]
+    assert {a: len(s) for a, s in out.items()} == {"ar": 4, "linear-b16": 4}
+    # the stretch's telemetry is every cell's: each cell directory has its copy
+    assert all((tmp_path / "run" / a / f"c{c}-r{r}" / "telemetry.jsonl").is_file()
+               for a, c, r in profile.cells())
+    with pytest.raises(ValueError, match="stretch runner"):
+        sweep.run_sweep(profile, tmp_path / "run2", cell=None)
+
+
+def test_a_rounds_arm_that_is_down_fails_its_cells_and_the_others_run(monkeypatch, tmp_path):
+    profile = _profile(tmp_path, schedule="rounds")
+    seen = []
+
+    def stretch(targets, load, *, concurrency, repetition, around=None):
+        seen.append([t[0] for t in targets])
+        return {t[0]: CellStatus(arm=t[0], concurrency=concurrency, repetition=repetition, status="ok")
+                for t in targets}
+
+    monkeypatch.setattr(sweep, "up_together",
+                        lambda p, arms, run_dir, **kw: ({"ar": _Server()}, {"linear-b16": "killed before ready"}))
+    out = sweep.run_sweep(profile, tmp_path / "run", cell=None, telemetry_interval_s=60, stretch=stretch)
+    assert seen == [["ar"]] * 4
+    assert all(s.status == "failed" and "killed before ready" in s.reason for s in out["linear-b16"])

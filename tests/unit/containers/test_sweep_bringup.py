@@ -61,22 +61,24 @@ def test_the_first_arm_is_not_retried(monkeypatch, tmp_path):
 
 def test_sglang_servers_sharing_a_gpu_start_one_at_a_time_each_sized_to_its_share(monkeypatch, tmp_path):
     monkeypatch.setenv("DDBENCH_TWIN_DIR", str(tmp_path))
-    profile = load_profile("h200-twin8b-sglang")          # 4 arms, share 0.2 each of one GPU
+    profile = load_profile("h200-twin8b-sglang")          # 5 arms, one share each of one GPU
+    share = profile.runtime.mem_fraction_static
     free = [140 * GIB]
     started = []
 
     def up(p, arm, run_dir, note=None, **kw):
         started.append((arm, p.runtime.mem_fraction_static, note))
-        free[0] -= 30 * GIB                                  # this server's weights, pool and graphs
+        free[0] -= 26 * GIB                                  # this server's weights, pool and graphs
         return _Server(arm)
 
     monkeypatch.setattr(gpu_memory, "read_memory", lambda gpus: (free[0], 140 * GIB))
     monkeypatch.setattr(sweep.bringup, "up", up)
     servers, down = sweep.up_together(profile, [a.id for a in profile.arms], tmp_path)
     assert down == {} and [a for a, _, _ in started] == [a.id for a in profile.arms]
-    # each gets 0.2 x 140 = 28 GiB of what is free at its start: 140, 110, 80, 50 GiB
-    assert [f for _, f, _ in started] == [0.2, round(28 / 110, 4), 0.35, 0.56]
-    assert "share 0.2 of the GPU" in started[1][2] and "110.0 GiB free" in started[1][2]
+    # each gets share x 140 GiB of what is free at its start: 140, 114, 88, 62, 36 GiB
+    frees = [140, 114, 88, 62, 36][:len(profile.arms)]
+    assert [f for _, f, _ in started] == [share] + [round(share * 140 / f, 4) for f in frees[1:]]
+    assert f"share {share:g} of the GPU" in started[1][2] and "114.0 GiB free" in started[1][2]
 
 
 def test_a_share_the_gpu_no_longer_has_leaves_that_arm_down_saying_why(monkeypatch, tmp_path):
@@ -86,4 +88,5 @@ def test_a_share_the_gpu_no_longer_has_leaves_that_arm_down_saying_why(monkeypat
     monkeypatch.setattr(sweep.bringup, "up", lambda p, arm, run_dir, note=None, **kw: _Server(arm))
     servers, down = sweep.up_together(profile, ["ar", "linear-b16"], tmp_path)
     assert servers == {} and set(down) == {"ar", "linear-b16"}
-    assert "28.0 GiB" in down["ar"] and "only 20.0 GiB are free" in down["ar"]
+    want = profile.runtime.mem_fraction_static * 140
+    assert f"{want:.1f} GiB" in down["ar"] and "only 20.0 GiB are free" in down["ar"]

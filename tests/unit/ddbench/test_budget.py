@@ -48,6 +48,24 @@ def test_a_repetition_starts_only_if_the_longest_so_far_would_end_inside_the_bud
     assert rec["repetition_s"] == [10, 20, 10, 10, 10, 10, 10, 10]
 
 
+def test_a_bring_up_shared_by_every_repetition_is_not_the_first_repetitions_length():
+    clock = Clock()
+    gate = budget.Budget(300, clock=clock)
+    assert gate(1)        # asked before the one bring-up of an interleaved sweep
+    clock.t += 200        # bring-up and warm-up
+    gate.rebase(1)        # the first cell starts now
+    for r in (1, 2, 3):
+        assert gate(r)
+        clock.t += 20
+    # without the rebase the first repetition would have been 220 s long and nothing more would start
+    assert gate(4)        # 260 + 20 <= 300: the bring-up still counts against the budget
+    clock.t += 20
+    assert gate(5)        # 280 + 20 = 300: ends exactly inside
+    clock.t += 20
+    assert not gate(6)    # 300 + 20 > 300
+    assert gate.record(range(1, 7))["repetition_s"] == [20, 20, 20, 20, 20]
+
+
 def test_the_text_says_what_did_not_run_and_nothing_when_all_ran():
     assert budget.text(None) == "" and budget.text({"budget_s": 60, "ran": [1, 2, 3], "not_run": []}) == ""
     said = budget.text({"budget_s": 720, "ran": [1, 2, 3, 4, 5], "not_run": [6, 7, 8, 9, 10]})

@@ -164,3 +164,14 @@ def test_requests_per_user_per_level(tmp_path):
     bad.write_text(base.replace("requests_per_user: 12", "requests_per_user: {1: 24, 8: 6}"))
     with pytest.raises(ProfileError, match=r"requests_per_user gives levels \[1, 8\], the plan runs \[1, 4\]"):
         load_profile(bad)
+
+
+def test_rounds_needs_closed_loop_requests_and_gpu_time_needs_sglang_rounds(write_profile):
+    msg = error_of(write_profile(lambda d: d["load"].update(schedule="rounds", requests_per_user=None,
+                                                            duration_s=5)))
+    assert "schedule 'rounds'" in msg and "requests_per_user" in msg
+    ok = load_profile(write_profile(lambda d: d["load"].update(schedule="rounds") or d.update(diagnostics=["gpu-time"]),
+                                    name="r.yaml"))
+    assert ok.load.schedule == "rounds" and ok.diagnostics == ["gpu-time"]
+    msg = error_of(write_profile(lambda d: d.update(diagnostics=["gpu-time"]), name="g.yaml"))
+    assert "gpu-time" in msg and "rounds" in msg

@@ -25,7 +25,7 @@ def test_each_arm_gets_what_its_build_allows(write_profile):
 
 
 def test_one_line_per_setting_that_differs(write_profile):
-    lines = settings.differing_lines(load_profile(write_profile(deployable)))
+    lines = settings.differing_lines(settings.record(load_profile(write_profile(deployable))))
     assert len(lines) == 2   # overlap and page size differ; attention and graphs are equal
     overlap = next(x for x in lines if x.startswith("overlap scheduler:"))
     assert "on for ar (SGLang's default for AR)" in overlap
@@ -37,9 +37,21 @@ def test_one_line_per_setting_that_differs(write_profile):
 
 def test_nothing_differs_when_every_switch_is_held_equal(write_profile):
     p = load_profile(write_profile(lambda d: d["runtime"].update(page_size=1)))
-    assert settings.differing_lines(p) == []
+    assert settings.differing_lines(settings.record(p)) == []
 
 
 def test_the_reference_engine_has_no_build_settings(write_profile):
     p = load_profile(write_profile(lambda d: d.update(backend={"kind": "refengine"}, placement={"device": "cpu"})))
     assert all(settings.arm_settings(p, a) == [] for a in p.arms)
+
+
+def test_a_run_records_its_arms_settings_and_page_one_reads_the_record(write_profile, tmp_path):
+    from ddbench.manifest import build_manifest
+    from ddbench.results import RunDir
+
+    p = load_profile(write_profile(deployable))
+    m = build_manifest(p, "profile.yaml", RunDir(tmp_path / "run"))
+    assert m["arm_settings"]["ar"][0] == {"name": "overlap scheduler", "value": "on",
+                                          "reason": "SGLang's default for AR"}
+    assert settings.differing_lines(m["arm_settings"]) == settings.differing_lines(settings.record(p))
+    assert settings.differing_lines({}) == []   # a run recorded before the field: nothing claimed

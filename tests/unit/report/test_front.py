@@ -18,3 +18,38 @@ def test_step_cost_reads_as_the_arms_step_over_the_references():
     cheaper = {"step_time_ratio": 1.25, "step_time_ratio_lo": 1.0, "step_time_ratio_hi": 1.6}
     assert front.step_cost(cheaper).startswith("its step costs 20\\% less")
     assert str(tables.step_cost(cheaper)) == "$-$20\\% [$-$38 to +0]"
+
+
+def test_an_ablation_arm_is_shown_never_recommended_and_never_the_ar_reference():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ddbench.profile import Profile
+
+    profile = Profile.model_validate({
+        "name": "hand", "backend": {"kind": "sglang"}, "models": {"target": "t", "drafter": "d"},
+        "placement": {"device": "cuda", "gpus": [0]},
+        "arms": [{"id": "ar", "kind": "ar"},
+                 {"id": "ar-no-overlap", "kind": "ar", "overlap_scheduler": False, "ablation": "overlap held off"},
+                 {"id": "linear-b16", "kind": "linear", "block_size": 16}],
+        "workload": {"prompt_set": "p.jsonl", "max_tokens": 8}, "load": {"concurrency": [1], "requests_per_user": 2}})
+
+    def row(arm, base, r, lo, hi, ablation):
+        return {"arm": arm, "baseline": base, "baseline_kind": "ar", "concurrency": 1, "speedup": r,
+                "speedup_lo": lo, "speedup_hi": hi, "verdict": "faster" if lo > 1 else "within noise",
+                "pairs": 4, "sign_p": 0.1, "mde": 0.05, "n_to_resolve": None, "ablation": ablation}
+
+    # the ablation's row first: the reference AR of linear-b16 must still be the deployable ar
+    speedups = pd.DataFrame([row("linear-b16", "ar-no-overlap", 2.6, 2.4, 2.8, True),
+                             row("linear-b16", "ar", 2.0, 1.8, 2.2, False),
+                             row("ar-no-overlap", "ar", 0.76, 0.74, 0.78, True)])
+    a = SimpleNamespace(run=SimpleNamespace(profile=profile), speedups=speedups,
+                        kinds={x.id: x.kind for x in profile.arms})
+    # planted: the ablation arm reports the highest throughput of the group
+    g = {"title": "C=1", "c": 1, "rows": pd.DataFrame({"arm": ["ar", "ar-no-overlap", "linear-b16"],
+                                                        "throughput": [190.0, 400.0, 380.0]})}
+    pick, sentence = front.recommend(a, g)
+    assert pick == "linear-b16"
+    assert "2.00$\\times$ AR" in str(sentence) and "ar-no-overlap" not in str(sentence)
+    assert front._ar(a, "linear-b16", 1)["baseline"] == "ar"

@@ -83,10 +83,15 @@ def test_gpu_busy_is_one_row_per_measured_arm_in_profile_order_and_absent_withou
     band = pd.DataFrame([{"arm": a, "concurrency": c, "repetition": r, "gpu_busy_pct": u}
                          for a, c, r, u in [("linear-b16", 1, 1, 60), ("linear-b16", 1, 2, 64), ("ar", 1, 1, 80),
                                             ("ar", 1, 2, 82), ("ar", 8, 1, 70), ("linear-b16", 8, 1, 50)]])
-    tex = str(tables.gpu_busy(SimpleNamespace(gpu_band=band, run=run)))
+    cells = pd.DataFrame({"window_source": ["status"] * len(band)})
+    tex = str(tables.gpu_busy(SimpleNamespace(gpu_band=band, run=run, cells=cells)))
     rows = [ln for ln in tex.splitlines() if ln.split("&")[0].strip() in ("ar", "linear-{}b16")]
     assert [r.split("&")[0].strip() for r in rows] == ["ar", "linear-{}b16"]
     assert [re.findall(r"\d+", c)[0] for c in rows[0].split("&")[1:]] == ["81", "70"]
     assert [re.findall(r"\d+", c)[0] for c in rows[1].split("&")[1:]] == ["62", "50"]
-    assert tables.gpu_busy(SimpleNamespace(gpu_band=band.assign(gpu_busy_pct=float("nan")), run=run)) is None
-    assert tables.gpu_busy(SimpleNamespace(gpu_band=pd.DataFrame(), run=run)) is None
+    assert tables.gpu_busy(SimpleNamespace(gpu_band=band.assign(gpu_busy_pct=float("nan")), run=run,
+                                           cells=cells)) is None
+    assert tables.gpu_busy(SimpleNamespace(gpu_band=pd.DataFrame(), run=run, cells=cells)) is None
+    # rounds: every arm of a stretch shares its telemetry, so a per-arm share would be the stretch's
+    rounds = cells.assign(window_source="busy")
+    assert tables.gpu_busy(SimpleNamespace(gpu_band=band, run=run, cells=rounds)) is None

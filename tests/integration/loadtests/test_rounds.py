@@ -1,0 +1,54 @@
+"""The rounds runner against two real null servers: every arm's unit in turn, rotated each round, the same prompts
+for every arm of a round, one record file per arm, and each arm's busy time the sum of its own units."""
+
+import json
+
+from ddbench.profile import Load, Workload
+from ddbench.records import RequestRecord
+from ddbench.results import record_files
+from loadtests.rounds import Target, rotation, run_stretch
+
+
+def test_rotation_puts_every_arm_in_every_place():
+    arms = ["a", "b", "c"]
+    orders = [rotation(arms, j) for j in range(3)]
+    assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
+    for place in range(3):
+        assert sorted(o[place] for o in orders) == arms
+
+
+def test_a_stretch_interleaves_units_and_times_each_arm_on_its_own(null_server, tmp_path):
+    fast, slow = null_server(ttft_ms=5, itl_ms=2, tokens=16), null_server(ttft_ms=5, itl_ms=6, tokens=16)
+    work = Workload(prompt_set="loadtests/prompts/study5.jsonl", max_tokens=16)
+    load = Load(concurrency=[2], requests_per_user=3, warmup_requests=1, schedule="rounds")
+    targets = [Target("fast", fast.url, tmp_path / "fast", work, "null-model"),
+               Target("slow", slow.url, tmp_path / "slow", work, "null-model")]
+    statuses = run_stretch(targets, load, concurrency=2, repetition=1)
+    recs = {t.arm: [RequestRecord.model_validate_json(line) for f in record_files(t.cell_dir)
+                    for line in f.read_text().splitlines()] for t in targets}
+    for arm, rs in recs.items():
+        assert len(rs) == 2 * 4 and sorted({r.round for r in rs}) == [0, 1, 2, 3]
+        assert [r.warmup for r in rs if r.round == 0] == [True, True]
+        assert statuses[arm].status == "ok" and statuses[arm].requests == 6
+        # busy time: the measured units only, each from its first send to its last end (the runner's clock
+        # brackets them a little wider)
+        units = {}
+        for r in rs:
+            if not r.warmup:
+                lo, hi = units.get(r.round, (r.send_ns, r.end_ns))
+                units[r.round] = (min(lo, r.send_ns), max(hi, r.end_ns))
+        inside = sum(hi - lo for lo, hi in units.values())
+        assert inside <= statuses[arm].busy_ns <= inside * 1.5
+    # the same prompts to both arms in a round
+    for j in range(4):
+        assert sorted(r.prompt_id for r in recs["fast"] if r.round == j) == \
+            sorted(r.prompt_id for r in recs["slow"] if r.round == j)
+    # units alternate: in round 0 fast goes first, in round 1 slow does, and no two units overlap
+    first = {j: min((min(r.send_ns for r in recs[a] if r.round == j), a) for a in recs)[1] for j in range(4)}
+    assert first == {0: "fast", 1: "slow", 2: "fast", 3: "slow"}
+    spans = sorted((min(r.send_ns for r in recs[a] if r.round == j), max(r.end_ns for r in recs[a] if r.round == j))
+                   for a in recs for j in range(4))
+    assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:], strict=False))
+    # the slower server's busy time is the longer, in proportion to its chunk gap
+    assert statuses["slow"].busy_ns > 1.8 * statuses["fast"].busy_ns
+    assert json.loads((tmp_path / "fast" / "status.json").read_text())["busy_ns"] == statuses["fast"].busy_ns

@@ -1,0 +1,72 @@
+"""Ratios from the rounds schedule: pooled throughput ratio over matched rounds, and a circular block bootstrap
+whose interval covers at its stated level on synthetic rounds with known autocorrelation."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import rounds
+
+
+def ar1(rng, n, phi, sd):
+    x = np.empty(n)
+    x[0] = rng.normal(0, sd)
+    e = rng.normal(0, sd * np.sqrt(1 - phi ** 2), n)
+    for k in range(1, n):
+        x[k] = phi * x[k - 1] + e[k]
+    return x
+
+
+def unit_frame(arm, unit_s, tokens=512.0, reps=1):
+    n = len(unit_s)
+    return pd.DataFrame({"arm": arm, "concurrency": 1, "repetition": np.repeat(np.arange(1, reps + 1), n // reps),
+                         "round": np.tile(np.arange(n // reps), reps), "tokens": tokens, "unit_s": unit_s,
+                         "requests": 1})
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.3])
+def test_the_block_bootstrap_interval_covers_the_true_ratio(phi):
+    # each server drifts through its own states (AR(1) on the log scale, sd 12%); the true ratio of pooled
+    # throughputs is 1.25 (x's units take 0.8 of y's time); 1,000 draws of 200 rounds
+    rng = np.random.default_rng(7)
+    hits = 0
+    for i in range(1000):
+        x = unit_frame("x", 0.8 * np.exp(ar1(rng, 200, phi, 0.12)))
+        y = unit_frame("y", np.exp(ar1(rng, 200, phi, 0.12)))
+        r = rounds.paired(x, y, b=400, seed=i)
+        hits += r["speedup_lo"] <= 1.25 <= r["speedup_hi"]
+    assert 0.93 <= hits / 1000 <= 0.97
+
+
+def test_long_server_states_leave_the_interval_a_little_short_as_the_module_says():
+    # lag-1 0.6 (a pilot on the twin measured 0.50-0.59): the module states 91-93% coverage there; a change to
+    # the block rule that moves it out of that band must change the statement too
+    rng = np.random.default_rng(11)
+    hits = 0
+    for i in range(1000):
+        r = rounds.paired(unit_frame("x", 0.8 * np.exp(ar1(rng, 200, 0.6, 0.12))),
+                          unit_frame("y", np.exp(ar1(rng, 200, 0.6, 0.12))), b=400, seed=i)
+        hits += r["speedup_lo"] <= 1.25 <= r["speedup_hi"]
+    assert 0.905 <= hits / 1000 <= 0.935
+    assert "91-93% at 0.5-0.7" in rounds.__doc__
+
+
+def test_rounds_pair_on_repetition_and_round_and_pool_tokens_over_time():
+    x = unit_frame("x", np.array([1.0, 2.0, 1.0, 2.0]), reps=2)
+    y = unit_frame("y", np.array([2.0, 2.0, 2.0, 2.0, 9.0]), reps=1).iloc[:4]
+    y["repetition"], y["round"] = [1, 1, 2, 2], [0, 1, 0, 1]
+    r = rounds.paired(x, y, b=200)
+    assert r["rounds"] == 4
+    assert r["speedup"] == pytest.approx((4 * 512 / 6.0) / (4 * 512 / 8.0))
+    # fewer than 4 matched rounds: no interval
+    assert rounds.paired(x.iloc[:3], y.iloc[:3])["verdict"] == "no interval"
+
+
+def test_units_come_from_measured_finished_requests_of_a_rounds_run():
+    req = pd.DataFrame({"arm": ["a", "a", "a", "b"], "concurrency": 2, "repetition": 1, "round": [0, 0, 1, 0],
+                        "ok": [True, True, True, False], "warmup": [False, False, True, False],
+                        "n_tokens": [10.0, 12.0, 5.0, 7.0], "send_ns": [0, 1e8, 0, 0],
+                        "end_ns": [1e9, 2e9, 1e9, 1e9]})
+    u = rounds.units(req)
+    assert len(u) == 1 and u.iloc[0]["tokens"] == 22 and u.iloc[0]["unit_s"] == pytest.approx(2.0)
+    assert rounds.units(req.drop(columns=["round"])).empty   # a run of whole cells
