@@ -53,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trust checks: {len(bad)} failed of {len(res.checks)}")
     for row in bad.itertuples():
         print(f"  FAIL {row.check} [{row.scope}]: {row.evidence}")
+    for g, rows in res.recommendation.groupby("group", sort=False):
+        pick = rows.loc[rows["pick"].astype(bool), "arm"]
+        print(f"  recommend at {g}: " + (f"deploy {pick.iloc[0]}" if len(pick) else "nothing (no arm passes its own "
+                                                                                   "checks unbeaten)"))
+        for r in rows[~rows["eligible"].astype(bool)].itertuples():
+            print(f"    {r.arm}: {r.why_not}")
     if res.crosscheck is not None:
         _print_crosscheck(res.crosscheck)
     print(f"tables: {paths[0].parent}")

@@ -18,6 +18,7 @@ from analysis import (
     gpu_time,
     ingest,
     metrics,
+    recommend,
     rounds,
     stability,
     stagecost,
@@ -77,6 +78,7 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
                    stage_cost=stagecost.read(run.path), boots=boots, refusals=refusals + more, triage=tri,
                    between_runs=between, stationarity=steady, rounds=by_rounds,
                    gpu_time=gpu_time.table(run.path))
+    res.recommendation = recommend.recommendation(res)
     if other_path is not None:
         other = analyze(other_path, bootstrap, seed, min_requests, cross=False)
         res.crosscheck = crosscheck.cross_check(res, other)
@@ -127,6 +129,7 @@ def write_tables(a: Analysis) -> list[Path]:
               "lossless": a.lossless, "checks": a.checks, "drift": a.drift, "gpu_band": a.gpu_band,
               "host_cpu": a.host_cpu, "stage_cost": a.stage_cost, "between_runs": a.between_runs,
               "stationarity": a.stationarity, "rounds": a.rounds, "gpu_time": a.gpu_time,
+              "recommendation": a.recommendation,
               "server_log": a.run.log, "server_metrics": a.run.server,
               "telemetry": a.run.telemetry}
     if a.triage is not None:

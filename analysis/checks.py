@@ -259,8 +259,11 @@ def _stationary(table: pd.DataFrame | None) -> list[Check]:
         beyond = abs(np.log1p(r["shift"])) > np.log1p(r["mde"])
         tests = (f"p {r['p_holm']:.3g}, Holm over {r['ratios']} ratios; step p {r['step_p']:.3g}, "
                  f"Spearman rho {r['rho']:+.2f} with order, p {r['rho_p']:.3g}")
+        common = r.get("common_shift")
         arms = (f"own throughput, second half against first: {moved} {100 * own[moved]:+.1f}%, "
-                f"{still} {100 * own[still]:+.1f}%")
+                f"{still} {100 * own[still]:+.1f}%"
+                + (f" (every arm's median {100 * common:+.1f}%)" if common is not None and np.isfinite(common)
+                   else ""))
         if stationarity.shifted(r):
             out.append(Check(STATIONARY, scope, FAIL, f"{moved} moved: the ratio shifted {shift}, beyond its MDE "
                                                       f"{100 * r['mde']:.1f}% and beyond noise ({tests}); {arms}"))

@@ -55,6 +55,7 @@ class Analysis:
     stationarity: pd.DataFrame = field(default_factory=pd.DataFrame)  # each ratio's step or trend over the run
     rounds: pd.DataFrame = field(default_factory=pd.DataFrame)     # each ratio from the rounds (analysis.rounds)
     gpu_time: pd.DataFrame = field(default_factory=pd.DataFrame)   # GPU vs wall time per token (analysis.gpu_time)
+    recommendation: pd.DataFrame = field(default_factory=pd.DataFrame)  # what to deploy (analysis.recommend)
     boots: dict = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)
     seconds: float = 0.0

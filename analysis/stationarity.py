@@ -17,8 +17,11 @@ p = min(1, 2 min(step_p, rho_p)) (either test may find it), Holm-adjusted over t
 a run compares a dozen ratios or more and noise alone would otherwise fail one of them in most runs. The
 check (analysis.checks) fails a ratio whose shift is larger than its own minimum detectable effect and whose
 p_holm is below 1 − LEVEL; it names the arm that moved: each arm's own throughput over the same repetitions,
-second half against first (arm_shift, baseline_shift), the larger of the two in size. A shift beyond noise
-that moves both arms alike leaves the ratio alone and is the drift check's business (analysis.stability).
+second half against first (arm_shift, baseline_shift), set against the run's common shift over them (the median
+of every arm's own shift at that C, common_shift), the larger of the two departures in size. Without that, a
+drift that speeds every arm up would name whichever arm of the pair drifted most, not the one that fell behind.
+A shift beyond noise that moves both arms alike leaves the ratio alone and is the drift check's business
+(analysis.stability).
 Fewer than MIN_PAIRS pairs cannot be split and ranked: the row says so (note) and the check is n/a.
 """
 
@@ -37,7 +40,8 @@ from analysis.stats import LEVEL
 MIN_PAIRS = 4
 EXACT_MAX = 8      # 8! = 40320 orders: the exact rank-correlation p-value up to here
 COLUMNS = ["arm", "baseline", "concurrency", "pairs", "order", "shift", "mde", "step_p", "rho", "rho_p", "p",
-           "p_holm", "ratios", "arm_shift", "baseline_shift", "moved", "first_reps", "second_reps", "note"]
+           "p_holm", "ratios", "arm_shift", "baseline_shift", "common_shift", "moved", "first_reps", "second_reps",
+           "note"]
 
 
 def positions(cells: pd.DataFrame, schedule: dict | None = None) -> tuple[pd.Series, str]:
@@ -103,6 +107,18 @@ def _shift(v: np.ndarray) -> float:
     return float(np.exp(b.mean() - a.mean()) - 1)
 
 
+def common_shift(cells: pd.DataFrame, first: list[int], second: list[int]) -> float:
+    """The median over arms of each arm's own throughput shift from the first repetitions to the second (the
+    geometric means of its ok cells in each): what the whole run did over the same stretch of time."""
+    shifts = []
+    for _, g in cells.groupby("arm", observed=True):
+        a = np.log(g.loc[g["repetition"].isin(first), "throughput"].to_numpy(float))
+        b = np.log(g.loc[g["repetition"].isin(second), "throughput"].to_numpy(float))
+        if len(a) and len(b):
+            shifts.append(np.exp(b.mean() - a.mean()) - 1)
+    return float(np.median(shifts)) if shifts else 0.0
+
+
 def holm(p: pd.Series) -> pd.Series:
     """Holm's step-down adjustment over the finite p-values (the others stay nan)."""
     out = pd.Series(np.nan, index=p.index, dtype=float)
@@ -145,9 +161,11 @@ def stationarity(cells: pd.DataFrame, speedups: pd.DataFrame, schedule: dict | N
         tests = [p for p in (step_p, rho_p) if np.isfinite(p)]
         reps = both["repetition"].astype(int).tolist()
         ax, bx = _shift(lx), _shift(ly)
+        common = common_shift(ok[ok["concurrency"] == c], reps[:n // 2], reps[n - n // 2:])
+        off_x, off_y = (abs(np.log1p(v) - np.log1p(common)) for v in (ax, bx))   # departures from the run's
         row.update(shift=_shift(d), step_p=step_p, rho=rho, rho_p=rho_p,
                    p=min(1.0, 2 * min(tests)) if tests else np.nan, arm_shift=ax, baseline_shift=bx,
-                   moved=s.arm if abs(ax) >= abs(bx) else s.baseline,
+                   common_shift=common, moved=s.arm if off_x >= off_y else s.baseline,
                    first_reps=" ".join(map(str, reps[:n // 2])), second_reps=" ".join(map(str, reps[n - n // 2:])),
                    note="")
         rows.append(row)

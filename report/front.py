@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
+from analysis import recommend as recommend_rule
 from analysis import standings, stats
 from analysis.manifest import twin
 from analysis.triage import TIE
 from ddbench import settings
 from report.tex import ci, escape, missing, num
 
-KIND_RANK = {"ar": 0, "linear": 1, "chain": 2, "tree": 3}   # the simpler arm first, where two are within noise
 MAX_LISTED = 8    # kinds of failed check listed on page 1; every failure is in the checks appendix
 
 
@@ -88,25 +88,8 @@ def header(a) -> list[tuple[str, Markup]]:
 # ---- the deployment table ---------------------------------------------------------------------------------------
 
 def groups(a) -> list[dict]:
-    """Per (sampling setting, CUDA graphs switch, C): the arms measured there with a throughput, best first."""
-    s = a.summary
-    if s.empty:
-        return []
-    g, st = standings.graphs(a), standings.sampling(a)
-    s = s.assign(cuda_graphs=s["arm"].map(g), sampling=s["arm"].map(st)).dropna(subset=["throughput"])
-    many_settings = s["sampling"].nunique() > 1
-    many_graphs = s["cuda_graphs"].nunique() > 1
-    order = {x.id: i for i, x in enumerate(a.run.profile.arms)}
-    out = []
-    for (setting, on, c), d in s.groupby(["sampling", "cuda_graphs", "concurrency"], sort=True):
-        title = f"C={int(c)}" + (f", sampling {setting}" if many_settings else "") + \
-            (f", CUDA graphs {'on' if on else 'off'}" if many_graphs else "")
-        d = d.assign(_o=d["arm"].map(order)).sort_values("_o")
-        out.append({"title": title, "c": int(c), "rows": d, "sampling": setting, "graphs": bool(on)})
-    # the profile's group order: graphs on before off, settings in profile order
-    setting_order = {x.label: i for i, x in enumerate(a.run.profile.workload.settings())}
-    out.sort(key=lambda g_: (setting_order.get(g_["sampling"], 99), not g_["graphs"], g_["c"]))
-    return out
+    """Per (sampling setting, CUDA graphs switch, C): the arms measured there, as the recommendation groups them."""
+    return recommend_rule.groups(a)
 
 
 def _percentiles(a, arm: str, c: int) -> dict[str, Markup]:
@@ -230,52 +213,38 @@ def _shown(a, arm: str) -> str:
 
 # ---- one recommendation per group ----------------------------------------------------------------------------
 
-def _simplicity(a, arm: str) -> tuple:
-    x = a.run.profile.arm(arm)
-    return (KIND_RANK.get(x.kind, 9), x.tree_budget or 0, x.block_size or 0, arm)
-
-
 def recommend(a, g: dict) -> tuple[str | None, Markup]:
-    """(the arm to deploy, the sentence): the fastest arm by throughput, or the simplest arm within noise of it."""
-    d = g["rows"].sort_values("throughput", ascending=False)
-    d = d[~d["arm"].map(lambda x: is_ablation(a, x))]   # an ablation is measured, never deployed
-    c = g["c"]
-    if d.empty:
-        return None, Markup(f"{escape(g['title'])}: only ablation arms were measured; nothing to deploy.")
-    best = str(d.iloc[0]["arm"])
-    if len(d) == 1:
-        return best, Markup(f"{escape(g['title'])}: only {escape(_shown(a, best))} was measured "
-                            f"({num(d.iloc[0]['throughput'], 1)} tok/s); nothing to compare it with.")
-    near, unresolved = [], []
-    for r in d.iloc[1:].itertuples():
-        pr = standings.pair_ratio(a, best, r.arm, c)
-        if pr["verdict"] == "within noise":
-            near.append((r.arm, pr))
-        elif pr["verdict"] != "faster":
-            unresolved.append((r.arm, pr))
-    pick = min([best] + [x for x, _ in near], key=lambda x: _simplicity(a, x))
-    tput = float(d.set_index("arm").loc[pick, "throughput"])
-    sp = _ar(a, pick, c)
+    """(the arm to deploy, the sentence), from the analysis' one rule (analysis.recommend): the simplest eligible
+    arm that no eligible arm beats at 95% confidence; every arm with more throughput says why it was passed over."""
+    rec = a.recommendation
+    rows = rec[rec["group"] == g["title"]] if len(rec) else rec
+    c, title = g["c"], escape(g["title"])
+    picked = rows[rows["pick"].astype(bool)] if len(rows) else rows
+    if picked.empty:
+        why = "; ".join(f"{escape(_shown(a, r.arm))}: {escape(r.why_not or 'beaten by ' + r.beaten_by)}"
+                        for r in rows.itertuples()) if len(rows) else "no arm finished"
+        return None, Markup(f"{title}: \\textbf{{no recommendation}}: no arm passes its own checks unbeaten ({why}).")
+    pick = picked.iloc[0]
+    sp = _ar(a, pick["arm"], c)
     vs = (f", {num(sp['speedup'], 2)}$\\times$ AR (95\\% CI {ci(sp['speedup_lo'], sp['speedup_hi'], 2) or 'none'}, "
           f"{verdict_word(sp['verdict'])})" if sp else "")
-    what = ("no speculation" if a.kinds.get(pick) == "ar" else "")
-    lead = (f"{escape(g['title'])}: \\textbf{{deploy {escape(_shown(a, pick))}}}" + (f" ({what})" if what else "")
-            + f": {num(tput, 1)} tok/s{vs}")
-    if pick == best:
-        rest = ([f"{escape(_shown(a, x))} is within noise of it ({num(pr['speedup'], 2)}$\\times$, 95\\% CI "
-                 f"{ci(pr['speedup_lo'], pr['speedup_hi'], 2)})" for x, pr in near[:2]])
-        tail = (f"; {'; '.join(rest)}, but not simpler" if rest else
-                "; faster than every other arm at 95\\% confidence" if not unresolved else "")
-    else:
-        pr = dict(near)[pick]
-        b, k = escape(_shown(a, best)), escape(_shown(a, pick))
-        tail = (f"; {b} has the highest mean throughput but is within noise of it ({b} / "
-                f"{k} $=$ {num(pr['speedup'], 2)}$\\times$, 95\\% CI "
-                f"{ci(pr['speedup_lo'], pr['speedup_hi'], 2)}): prefer the simpler")
-    if unresolved:
-        tail += (f"; not separated from {', '.join(escape(x) for x, _ in unresolved)} (too few repetition pairs "
-                 f"for an interval)")
-    return pick, Markup(lead + tail + ".")
+    what = " (no speculation)" if pick["kind"] == "ar" else ""
+    lead = (f"{title}: \\textbf{{deploy {escape(_shown(a, pick['arm']))}}}{what}: {num(pick['throughput'], 1)} tok/s"
+            f"{vs}")
+    passed = []
+    for r in rows[rows["throughput"] > pick["throughput"]].sort_values("throughput", ascending=False).itertuples():
+        name = escape(_shown(a, r.arm))
+        pr = standings.pair_ratio(a, r.arm, pick["arm"], c)
+        band = ci(pr["speedup_lo"], pr["speedup_hi"], 2)
+        ratio = f"{num(pr['speedup'], 2)}$\\times$" + (f", 95\\% CI {band}" if band else ", no interval")
+        if not r.eligible:
+            passed.append(f"{name} is {ratio}, but {escape(r.why_not)}: not recommended")
+        else:
+            passed.append(f"{name} is within noise of it ({ratio}) and not simpler")
+    tail = "; " + "; ".join(passed[:3]) if passed else ""
+    if not passed and len(rows) > 1:
+        tail = "; no eligible arm beats it at 95\\% confidence"
+    return str(pick["arm"]), Markup(lead + tail + ".")
 
 
 # ---- regressions -------------------------------------------------------------------------------------------------

@@ -83,3 +83,35 @@ def test_run_order_falls_back_to_the_manifest_schedule():
     assert source == "the manifest's schedule.planned order" and list(pos) == [1.0, 0.0, 2.0, 3.0]
     pos, source = stationarity.positions(cells, None)
     assert source.startswith("repetition numbers") and list(pos) == [1.0, 1.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize("loss", [0.10, 0.05])
+def test_a_common_drift_does_not_hide_the_arm_that_fell_behind(loss):
+    # every arm speeds up 9% over the run (about 5% from the first half to the second); the tree also loses
+    # `loss` in its second half: every ratio with the tree steps, and each must name the tree, never the arm that
+    # drifted with the run. At 5% the tree's own shift is about 0, smaller than its partner's: the arm whose own
+    # shift is larger is then the wrong one
+    arms = ["ar", "linear-b16", "chain-b15", "tree-b15-k8"]
+    rng = np.random.default_rng(3)
+    rows = []
+    for r in range(1, 11):
+        drift = 1 + 0.09 * (r - 1) / 9
+        for i, arm in enumerate(arms):
+            slow = 1 - loss if arm == "tree-b15-k8" and r > 5 else 1.0
+            t = 100.0 * (1 + i) * drift * slow * np.exp(rng.normal(0, 0.003))
+            start = 10.0 * (4 * (r - 1) + i)
+            rows.append({"arm": arm, "concurrency": 1, "repetition": r, "status": "ok", "throughput": t,
+                         "started_unix": start, "ended_unix": start + 5})
+    cells = pd.DataFrame(rows)
+    speedups = pd.DataFrame([{"arm": x, "baseline": y, "concurrency": 1, "mde": 0.02, "paired": True}
+                             for x, y in [("linear-b16", "ar"), ("chain-b15", "ar"), ("chain-b15", "linear-b16"),
+                                          ("tree-b15-k8", "ar"), ("tree-b15-k8", "linear-b16"),
+                                          ("tree-b15-k8", "chain-b15")]])
+    t = stationarity.stationarity(cells, speedups)
+    stepped = t[t.apply(stationarity.shifted, axis=1)]
+    assert set(zip(stepped["arm"], stepped["baseline"], strict=True)) == {
+        ("tree-b15-k8", "ar"), ("tree-b15-k8", "linear-b16"), ("tree-b15-k8", "chain-b15")}
+    assert (stepped["moved"] == "tree-b15-k8").all()
+    if loss == 0.05:
+        assert (stepped["arm_shift"].abs() < stepped["baseline_shift"].abs()).all()
+    assert t["common_shift"].between(0.03, 0.08).all()   # the run's own drift over the halves, not zero

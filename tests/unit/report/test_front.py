@@ -44,12 +44,19 @@ def test_an_ablation_arm_is_shown_never_recommended_and_never_the_ar_reference()
     speedups = pd.DataFrame([row("linear-b16", "ar-no-overlap", 2.6, 2.4, 2.8, True),
                              row("linear-b16", "ar", 2.0, 1.8, 2.2, False),
                              row("ar-no-overlap", "ar", 0.76, 0.74, 0.78, True)])
-    a = SimpleNamespace(run=SimpleNamespace(profile=profile), speedups=speedups,
-                        kinds={x.id: x.kind for x in profile.arms})
+    from analysis import recommend
+
     # planted: the ablation arm reports the highest throughput of the group
-    g = {"title": "C=1", "c": 1, "rows": pd.DataFrame({"arm": ["ar", "ar-no-overlap", "linear-b16"],
-                                                        "throughput": [190.0, 400.0, 380.0]})}
-    pick, sentence = front.recommend(a, g)
+    summary = pd.DataFrame({"arm": ["ar", "ar-no-overlap", "linear-b16"], "concurrency": 1,
+                            "throughput": [190.0, 400.0, 380.0]})
+    cells = pd.DataFrame([{"arm": x, "concurrency": 1, "repetition": r, "status": "ok"}
+                          for x in summary["arm"] for r in (1, 2, 3, 4)])
+    a = SimpleNamespace(run=SimpleNamespace(profile=profile), speedups=speedups, summary=summary, cells=cells,
+                        checks=pd.DataFrame(columns=["check", "scope", "status", "evidence"]),
+                        kinds={x.id: x.kind for x in profile.arms})
+    a.recommendation = recommend.recommendation(a)
+    pick, sentence = front.recommend(a, front.groups(a)[0])
     assert pick == "linear-b16"
-    assert "2.00$\\times$ AR" in str(sentence) and "ar-no-overlap" not in str(sentence)
+    assert "2.00$\\times$ AR" in str(sentence)
+    assert "an ablation, never deployed: not recommended" in str(sentence).replace("-{}", "-")
     assert front._ar(a, "linear-b16", 1)["baseline"] == "ar"

@@ -1,0 +1,98 @@
+"""What to deploy, per group (sampling setting, CUDA graphs switch, C): one rule, read by page 1, the console and
+tables/recommendation.csv alike (docs/metrics.md, "Recommendation").
+
+An arm is eligible in a group only when its own checks let it be: no failed check that bars a recommendation for
+it there (BARRING: its outputs are lossy, a cell failed or lost requests, too few requests, commit != depth + 1),
+and at least MIN_PAIRS repetitions for an interval. An ablation arm (a switch held equal only for symmetry) is
+measured, never eligible. Among eligible arms the pick is the simplest that no eligible arm beats at 95%
+confidence (simplicity: ar < linear < chain < tree, then the smaller budget and block). That rule does not depend
+on which arm is fastest, so it cannot pick an arm that a simpler-looking chain of "within noise" steps would
+hide: an arm beaten by any eligible arm is never the pick. Every other arm's row says why it was not picked.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from analysis import standings
+
+KIND_RANK = {"ar": 0, "linear": 1, "chain": 2, "tree": 3}
+MIN_PAIRS = 2
+# failed checks that take an arm out of the recommendation where they name it (a condition of the host, such as
+# drift or other work, warns and leaves it in)
+BARRING = ("lossless at T=0", "minimum requests", "cell finished", "errors <= 1%", "commit = depth + 1 (requests)",
+           "commit = depth + 1 (server log)", "server matches its arm")
+COLUMNS = ["group", "sampling", "cuda_graphs", "concurrency", "arm", "kind", "throughput", "pairs", "eligible",
+           "why_not", "beaten_by", "pick"]
+
+
+def simplicity(profile, arm: str) -> tuple:
+    x = profile.arm(arm)
+    return (KIND_RANK.get(x.kind, 9), x.tree_budget or 0, x.block_size or 0, arm)
+
+
+def groups(a) -> list[dict]:
+    """Per (sampling setting, CUDA graphs switch, C): the arms measured there with a throughput, in profile order."""
+    s = a.summary
+    if s.empty:
+        return []
+    g, st = standings.graphs(a), standings.sampling(a)
+    s = s.assign(cuda_graphs=s["arm"].map(g), sampling=s["arm"].map(st)).dropna(subset=["throughput"])
+    many_settings, many_graphs = s["sampling"].nunique() > 1, s["cuda_graphs"].nunique() > 1
+    order = {x.id: i for i, x in enumerate(a.run.profile.arms)}
+    out = []
+    for (setting, on, c), d in s.groupby(["sampling", "cuda_graphs", "concurrency"], sort=True):
+        title = f"C={int(c)}" + (f", sampling {setting}" if many_settings else "") + \
+            (f", CUDA graphs {'on' if on else 'off'}" if many_graphs else "")
+        d = d.assign(_o=d["arm"].map(order)).sort_values("_o")
+        out.append({"title": title, "c": int(c), "rows": d, "sampling": setting, "graphs": bool(on)})
+    setting_order = {x.label: i for i, x in enumerate(a.run.profile.workload.settings())}
+    out.sort(key=lambda g_: (setting_order.get(g_["sampling"], 99), not g_["graphs"], g_["c"]))
+    return out
+
+
+def barred(checks: pd.DataFrame, arm: str, c: int, kind: str = "") -> list[str]:
+    """The barring checks that failed for this arm at C (its own scope, its C's, or one of its cells'). AR is the
+    reference of losslessness: its own outputs differing from their most frequent form is nondeterminism, which
+    every arm shares, not a loss, so that check bars speculative arms only."""
+    if checks is None or checks.empty:
+        return []
+    pat = re.compile(rf"^{re.escape(arm)}(?: C={c}(?: rep \d+)?)?$")
+    failed = checks[(checks["status"] == "fail") & checks["check"].isin(BARRING)]
+    return sorted({r.check for r in failed.itertuples() if pat.match(str(r.scope))
+                   and not (kind == "ar" and r.check == "lossless at T=0")})
+
+
+def pairs(cells: pd.DataFrame, arm: str, c: int) -> int:
+    ok = cells[(cells["arm"] == arm) & (cells["concurrency"] == c) & (cells["status"] == "ok")]
+    return int(ok["repetition"].nunique())
+
+
+def group_rows(a, g: dict) -> list[dict]:
+    p, c = a.run.profile, g["c"]
+    rows = []
+    for r in g["rows"].itertuples():
+        why = [f"failed: {x}" for x in barred(a.checks, r.arm, c, p.arm(r.arm).kind)]
+        n = pairs(a.cells, r.arm, c)
+        if p.arm(r.arm).ablation:
+            why.insert(0, "an ablation, never deployed")
+        if n < MIN_PAIRS:
+            why.append(f"not enough evidence ({n} pair{'s' if n != 1 else ''})")
+        rows.append({"group": g["title"], "sampling": g["sampling"], "cuda_graphs": g["graphs"], "concurrency": c,
+                     "arm": r.arm, "kind": p.arm(r.arm).kind, "throughput": float(r.throughput), "pairs": n,
+                     "eligible": not why, "why_not": "; ".join(why), "beaten_by": "", "pick": False})
+    eligible = [x["arm"] for x in rows if x["eligible"]]
+    for x in rows:
+        x["beaten_by"] = ", ".join(o for o in eligible if o != x["arm"]
+                                   and standings.pair_ratio(a, o, x["arm"], c)["verdict"] == "faster")
+    unbeaten = [x for x in rows if x["eligible"] and not x["beaten_by"]]
+    if unbeaten:
+        min(unbeaten, key=lambda x: simplicity(p, x["arm"]))["pick"] = True
+    return rows
+
+
+def recommendation(a) -> pd.DataFrame:
+    """One row per (group, arm): its eligibility, why not, which eligible arms beat it, and the pick."""
+    return pd.DataFrame([row for g in groups(a) for row in group_rows(a, g)], columns=COLUMNS)
