@@ -19,6 +19,7 @@ from analysis import prom, stability, stationarity
 from analysis.correctness import greedy_arms
 from analysis.ingest import Run, dense
 from analysis.triage import CHAIN, LOSSLESS
+from ddbench.results import SERVER_INFO
 
 PASS, FAIL, NA = "pass", "fail", "n/a"
 MIN_REQUESTS = 20          # below this even a median is not printed
@@ -75,12 +76,75 @@ def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.Da
         out.append(_commit_log(run, arm.id))
         out.append(_histograms(req, arm.id))
     out += _lossless(run, lossless, triage)
+    out += _server_matches(run, cells)
     out += _chain_equals_linear(run, triage)
     out += _chain_steps(run)
     df = pd.DataFrame([asdict(c) for c in out], columns=["check", "scope", "status", "evidence"])
     # failures first: a report must never bury them
     df["_order"] = df["status"].map({FAIL: 0, PASS: 1, NA: 2})
     return df.sort_values(["_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
+
+
+SERVER_MATCHES = "server matches its arm"
+SPEC_TAU = 1.05   # a server whose own τ exceeds AR's by this factor drafts and verifies; at or below, it does not
+# SGLang's server_info fields against an arm's shape
+SHAPE_FIELDS = (("speculative_num_draft_tokens", "block_size"), ("speculative_ddtree_budget", "tree_budget"),
+                ("speculative_ddtree_topk", "tree_topk"))
+
+
+def server_matches(arm, info: dict | None, taus: list[float], tokens: int | None = None) -> Check:
+    """An external arm's declared kind and shape against what its server says of itself (server_info.json's
+    /get_server_info or /server_info) and its own τ over the arm's cells: an 'ar' arm whose server runs a
+    speculative algorithm or commits more than AR's tokens a step, a speculative arm whose server reports none
+    or whose τ stays at AR's, or a block, budget or top-k the server contradicts, fails (swapped URLs, say).
+    AR's own counters read n / (n - 1) for n-token outputs (the prefill's token takes no decode step: 1.07 at
+    16 tokens), so the line between the two is SPEC_TAU times that."""
+    endpoints = (info or {}).get("endpoints") or {}
+    raw = next((endpoints[p] for p in ("/get_server_info", "/server_info")
+                if isinstance(endpoints.get(p), dict) and "error" not in endpoints[p]), None)
+    spec = raw.get("speculative_algorithm") if raw else None
+    tau = max((t for t in taus if np.isfinite(t)), default=float("nan"))
+    line = SPEC_TAU * (tokens / (tokens - 1) if tokens and tokens > 1 else 1.0)
+    said = [f"the server reports speculative_algorithm {spec!r}" if raw and "speculative_algorithm" in raw
+            else "the server does not report its speculative algorithm",
+            f"its own τ {tau:.2f}" if np.isfinite(tau) else "its τ is not reported"]
+    wrong = []
+    if arm.kind == "ar":
+        if spec not in (None, "", "NONE"):
+            wrong.append(f"an 'ar' arm's server runs {spec}")
+        if np.isfinite(tau) and tau > line:
+            wrong.append(f"an 'ar' arm's server commits {tau:.2f} tokens a step")
+    else:
+        if raw and "speculative_algorithm" in raw and spec in (None, "", "NONE"):
+            wrong.append(f"a '{arm.kind}' arm's server runs no speculative algorithm")
+        if np.isfinite(tau) and tau <= line:
+            wrong.append(f"a '{arm.kind}' arm's server commits {tau:.2f} tokens a step")
+        for field, attr in SHAPE_FIELDS if raw else ():
+            if raw.get(field) is not None and getattr(arm, attr) is not None and int(raw[field]) != getattr(arm, attr):
+                wrong.append(f"{field} {raw[field]} against the arm's {attr} {getattr(arm, attr)}")
+    if not raw and not np.isfinite(tau):
+        return Check(SERVER_MATCHES, arm.id, NA, "; ".join(said))
+    return Check(SERVER_MATCHES, arm.id, FAIL if wrong else PASS,
+                 "; ".join(wrong + said) if wrong else "; ".join(said) + f": consistent with a '{arm.kind}' arm")
+
+
+def _server_matches(run: Run, cells: pd.DataFrame) -> list[Check]:
+    """External arms only: ddbench started every other server with the arm's own flags."""
+    if not _external(run):
+        return []
+    ok = cells[cells["status"] == "ok"]
+    out = []
+    for arm in run.profile.arms:
+        mine = ok[ok["arm"] == arm.id]
+        taus = [server_tau(run, arm.id, int(c), g["repetition"].astype(int).tolist())[0]
+                for c, g in mine.groupby("concurrency")]
+        try:
+            info = json.loads((run.path / arm.server / SERVER_INFO).read_text())
+        except (OSError, ValueError):
+            info = None
+        w = run.profile.workload
+        out.append(server_matches(arm, info, taus, w.max_tokens if w.ignore_eos else None))
+    return out
 
 
 def _external(run: Run) -> bool:

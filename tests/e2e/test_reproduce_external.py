@@ -81,3 +81,25 @@ def test_reproduce_measures_servers_it_did_not_start(servers, tmp_path):
     leaked = [str(f) for f in root.rglob("*") if f.is_file() and KEY.encode() in f.read_bytes()]
     assert leaked == []
     assert json.loads(run.manifest_path.read_text())["profile"]["arms"][1]["api_key_env"] == "DDBENCH_E2E_AUTH"
+    # each server is what its arm says it is
+    matches = checks[checks["check"] == "server matches its arm"].set_index("scope")
+    assert (matches["status"] == "pass").all(), matches.to_dict()
+
+    # the same servers with their URLs swapped: each arm's check fails, and page 1 recommends neither
+    swapped = {**profile, "arms": [{"id": "ar", "kind": "ar", "url": linear_url, "api_key_env": "DDBENCH_E2E_AUTH"},
+                                   {"id": "linear-b16", "kind": "linear", "block_size": 16, "url": ar_url}]}
+    path2, root2 = tmp_path / "swapped.yaml", tmp_path / "results-swapped"
+    path2.write_text(yaml.safe_dump({**swapped, "name": "swapped"}))
+    out = subprocess.run([sys.executable, "-m", "ddbench", "reproduce", str(path2), "--results-root", str(root2)],
+                         cwd=REPO, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "DDBENCH_E2E_AUTH": KEY, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    run2 = RunDir.open(next((root2 / "swapped").iterdir()))
+    checks2 = pd.read_csv(run2.tables / "checks.csv", keep_default_na=False)
+    bad = checks2[checks2["check"] == "server matches its arm"].set_index("scope")
+    assert (bad["status"] == "fail").all() and "an 'ar' arm's server runs DFLASH" in bad.loc["ar", "evidence"]
+    rec = pd.read_csv(run2.tables / "recommendation.csv", keep_default_na=False)
+    assert not rec["pick"].astype(bool).any() and rec["why_not"].str.contains("server matches its arm").all()
+    flat2 = " ".join(subprocess.run(["pdftotext", "-l", "1", str(run2.report), "-"], capture_output=True,
+                                    text=True).stdout.split())
+    assert "C=1: no recommendation" in flat2

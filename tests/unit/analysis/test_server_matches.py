@@ -1,0 +1,51 @@
+"""An external arm is what it says it is: its declared kind and shape against its server's own description and τ.
+Swapped URLs (the 'ar' arm pointed at a DFLASH server) fail, and the recommendation then passes the arm over."""
+
+import numpy as np
+
+from analysis.checks import FAIL, NA, PASS, SERVER_MATCHES, server_matches
+from analysis.recommend import BARRING
+from ddbench.profile import Arm
+
+AR = Arm(id="ar", kind="ar", url="http://127.0.0.1:30000")
+LINEAR = Arm(id="linear-b16", kind="linear", block_size=16, url="http://127.0.0.1:30001")
+
+
+def info(**raw):
+    return {"endpoints": {"/get_server_info": raw}}
+
+
+def test_swapped_urls_fail_both_arms():
+    dflash = info(speculative_algorithm="DFLASH", speculative_num_draft_tokens=16)
+    plain = info(speculative_algorithm=None)
+    ar_on_dflash = server_matches(AR, dflash, [5.69])
+    assert ar_on_dflash.status == FAIL and "an 'ar' arm's server runs DFLASH" in ar_on_dflash.evidence
+    assert "commits 5.69 tokens a step" in ar_on_dflash.evidence
+    linear_on_ar = server_matches(LINEAR, plain, [1.0])
+    assert linear_on_ar.status == FAIL and "runs no speculative algorithm" in linear_on_ar.evidence
+
+
+def test_matching_servers_pass_and_a_contradicted_shape_fails():
+    assert server_matches(AR, info(speculative_algorithm=None), [1.0]).status == PASS
+    assert server_matches(LINEAR, info(speculative_algorithm="DFLASH", speculative_num_draft_tokens=16),
+                          [4.7]).status == PASS
+    wrong = server_matches(LINEAR, info(speculative_algorithm="DFLASH", speculative_num_draft_tokens=8), [4.7])
+    assert wrong.status == FAIL and "speculative_num_draft_tokens 8 against the arm's block_size 16" in wrong.evidence
+
+
+def test_ar_counts_its_prefill_token_without_a_step():
+    # 16-token outputs: AR's own counters read 16 / 15 = 1.07 tokens a step
+    assert server_matches(AR, info(speculative_algorithm="NONE"), [1.067], tokens=16).status == PASS
+    assert server_matches(LINEAR, info(speculative_algorithm="DFLASH"), [1.067], tokens=16).status == FAIL
+    assert server_matches(AR, info(speculative_algorithm="NONE"), [1.067], tokens=512).status == FAIL
+
+
+def test_a_server_that_says_nothing_is_judged_by_its_tau_alone():
+    # vLLM: no server_info, τ from its spec_decode counters
+    assert server_matches(LINEAR, None, [1.0]).status == FAIL
+    assert server_matches(AR, None, [np.nan]).status == NA
+    assert server_matches(AR, {"endpoints": {"/get_server_info": {"error": "HTTP 404"}}}, [1.0]).status == PASS
+
+
+def test_the_check_bars_the_recommendation():
+    assert SERVER_MATCHES in BARRING
