@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ddbench.records import RequestRecord
-from ddbench.results import DIAGNOSTICS, GPU_TIME, read_run_text, record_files
+from ddbench.results import DIAGNOSTICS, GPU_TIME, read_records
 
 COLUMNS = ["arm", "concurrency", "tokens", "requests", "gpu_busy_s", "wall_s", "gpu_ms_per_token",
            "wall_ms_per_token", "gpu_share", "gpu_events", "error"]
@@ -25,14 +24,9 @@ NAME = re.compile(r"^(?P<arm>.+)-c(?P<c>\d+)\.json$")
 
 
 def _tokens(cell_dir: Path) -> tuple[int, int]:
-    n = tokens = 0
-    for path in record_files(cell_dir):   # plain or packed
-        for line in (read_run_text(path.with_suffix("") if path.suffix == ".gz" else path) or "").splitlines():
-            rec = RequestRecord.model_validate_json(line)
-            if rec.ok and rec.usage is not None:
-                n += 1
-                tokens += rec.usage.completion_tokens
-    return tokens, n
+    """(output tokens, requests) of the unit's finished requests."""
+    done = [r for r in read_records(cell_dir) if r.ok and r.usage is not None]
+    return sum(r.usage.completion_tokens for r in done), len(done)
 
 
 def table(run_dir: str | Path) -> pd.DataFrame:

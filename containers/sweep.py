@@ -40,7 +40,8 @@ CellRunner = Callable[..., CellStatus]
 StretchRunner = Callable[..., dict[str, CellStatus]]
 
 
-def _failed(arm: str, c: int, r: int, cell_dir: Path, reason: str) -> CellStatus:
+def failed_cell(arm: str, c: int, r: int, cell_dir: Path, reason: str) -> CellStatus:
+    """A cell that could not run: its status.json says why."""
     status = CellStatus(arm=arm, concurrency=c, repetition=r, status="failed", reason=reason,
                         started_unix=time.time(), ended_unix=time.time())
     write_json_atomic(cell_dir / STATUS, status.model_dump(mode="json"))
@@ -116,12 +117,12 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
             base = profile.arm(a).server
             if base in down:
                 why = down[base] if outside else f"the arm did not come up: {down[base]}"
-                out.append(_failed(a, c, r, cell_dir(a, c, r), why))
+                out.append(failed_cell(a, c, r, cell_dir(a, c, r), why))
                 continue
             server = servers[base]
             gone = server.exited()
             if gone is not None:
-                out.append(_failed(a, c, r, cell_dir(a, c, r), f"the server {gone} before this cell"))
+                out.append(failed_cell(a, c, r, cell_dir(a, c, r), f"the server {gone} before this cell"))
                 continue
             with Telemetry(cell_dir(a, c, r) / TELEMETRY, gpus=profile.placement.gpus or None,
                            interval_s=telemetry_interval_s):
@@ -159,7 +160,7 @@ def run_stretches(profile: Profile, block: schedule.Block, run_dir: Path, server
             if base in down or gone is not None:
                 why = (down[base] if outside else f"the arm did not come up: {down[base]}") if base in down \
                     else f"the server {gone} before this cell"
-                out.append(_failed(a, c, r, cell_dir(a, c, r), why))
+                out.append(failed_cell(a, c, r, cell_dir(a, c, r), why))
             else:
                 live.append(a)
         if not live:

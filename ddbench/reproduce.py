@@ -174,6 +174,7 @@ def make_stretch_runner(progress: Progress, task, tokenizer: Path | None = None)
     """The rounds schedule's runner (loadtests/rounds.py): every arm's cell of one (repetition, C) at once,
     each server's cache flushed and its metrics scraped around the stretch as around a cell."""
     from containers.external import headers
+    from containers.sweep import failed_cell
     from loadtests.cell import CellError, probe
     from loadtests.rounds import Target, run_stretch
 
@@ -188,10 +189,7 @@ def make_stretch_runner(progress: Progress, task, tokenizer: Path | None = None)
             try:
                 live.append(Target(arm, url, Path(cell_dir), workload, kw.get("model") or probe(url)))
             except CellError as e:
-                Path(cell_dir).mkdir(parents=True, exist_ok=True)
-                out[arm] = CellStatus(arm=arm, concurrency=concurrency, repetition=repetition, status="failed",
-                                      reason=str(e), started_unix=time.time(), ended_unix=time.time())
-                write_json_atomic(Path(cell_dir) / STATUS, out[arm].model_dump(mode="json"))
+                out[arm] = failed_cell(arm, concurrency, repetition, Path(cell_dir), str(e))
         progress.update(task, description=f"rounds C={concurrency} r{repetition}")
         for t in live:
             _flush(t.url, auth[t.arm])

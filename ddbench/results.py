@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ddbench.profile import REPO_ROOT
+from ddbench.records import RequestRecord
 
 RESULTS_ROOT = REPO_ROOT / "results"
 MANIFEST = "manifest.json"
@@ -123,6 +124,20 @@ def record_files(cell: Path) -> list[Path]:
 # what `pack` gzips: the request records, the /metrics scrapes (SGLang's run to ~20 KB each), the
 # server logs and the telemetry; readers take either form (record_files, read_run_text)
 PACKED = ("requests-*.jsonl", "metrics-*.prom", SERVER_LOG, "telemetry.jsonl")
+
+
+def read_records(directory: str | Path) -> list[RequestRecord]:
+    """Every record of a cell directory; a malformed line is an error naming file and line."""
+    out = []
+    for path in record_files(Path(directory)):  # plain, or packed by `ddbench pack`
+        for n, line in enumerate(read_run_text(path).splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                out.append(RequestRecord.model_validate_json(line))
+            except ValueError as e:
+                raise ValueError(f"{path}:{n}: not a request record: {str(e).splitlines()[0]}") from None
+    return out
 
 
 def read_run_text(path: Path, errors: str = "strict") -> str | None:

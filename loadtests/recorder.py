@@ -13,7 +13,7 @@ import socket
 from pathlib import Path
 
 from ddbench.records import RequestRecord
-from ddbench.results import REDACTED, read_run_text, record_files, secret_values
+from ddbench.results import REDACTED, read_records, secret_values  # noqa: F401  (read_records: its readers import it here)
 
 
 def worker_name() -> str:
@@ -40,17 +40,3 @@ class RecordFile:
 
     def close(self) -> None:
         self._f.close()
-
-
-def read_records(directory: str | Path) -> list[RequestRecord]:
-    """Every record of a cell directory; a malformed line is an error naming file and line."""
-    out = []
-    for path in record_files(Path(directory)):  # plain, or packed by `ddbench pack`
-        for n, line in enumerate(read_run_text(path).splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                out.append(RequestRecord.model_validate_json(line))
-            except ValueError as e:
-                raise ValueError(f"{path}:{n}: not a request record: {str(e).splitlines()[0]}") from None
-    return out
