@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ddbench import schedule  # the cell order and its modes; schedule imports nothing of this module
+from ddbench import schedule, settings  # cell order; per-arm settings (neither imports this module)
 from ddbench.cpus import CPU_LIST
 from ddbench.cpus import parse as parse_cpus
 from ddbench.schedule import Mode
@@ -645,7 +645,7 @@ def _check_sglang(p: Profile) -> None:
             f"runtime.max_running_requests {rt.max_running_requests} is below the highest "
             f"concurrency {top}: requests would queue inside the server")
     ddtree = [a for a in p.arms if a.kind in ("chain", "tree")]
-    real_tree = [a for a in ddtree if a.tree_budget > a.block_size - 1]
+    real_tree = [a for a in ddtree if settings.needs_triton(a)]
     if real_tree and rt.attention_backend not in (None, "triton"):
         raise ValueError(
             f"tree arm '{real_tree[0].id}' needs attention_backend 'triton' (DDTree's tree verify), "
