@@ -212,11 +212,12 @@ def rounds(a: Analysis) -> Markup | None:
         rep = s.loc[key] if key in s.index else None
         rows.append([escape(x.arm), escape(x.baseline), str(x.concurrency), str(x.rounds),
                      with_ci(x.speedup, x.speedup_lo, x.speedup_hi, 3), num(100 * x.mde, 1), num(x.lag1, 2),
+                     str(x.method)[:1] if isinstance(x.method, str) else "--",
                      with_ci(rep["speedup"], rep["speedup_lo"], rep["speedup_hi"], 3) if rep is not None else "--",
                      num(100 * rep["mde"], 1) if rep is not None else "--"])
-    cols = _h("arm", "over", "C", "rounds", r"rounds: ratio [95\% CI]", r"MDE \%", "lag-1",
+    cols = _h("arm", "over", "C", "rounds", r"rounds: ratio [95\% CI]", r"MDE \%", "lag-1", "method",
               r"repetitions: ratio [95\% CI]", r"MDE \%")
-    return latex(pd.DataFrame(rows, columns=cols), "llrrlrrlr", long=True)
+    return latex(pd.DataFrame(rows, columns=cols), "llrrlrrclr", long=True)
 
 
 def gpu_time(a: Analysis) -> Markup | None:

@@ -70,3 +70,58 @@ def test_units_come_from_measured_finished_requests_of_a_rounds_run():
     u = rounds.units(req)
     assert len(u) == 1 and u.iloc[0]["tokens"] == 22 and u.iloc[0]["unit_s"] == pytest.approx(2.0)
     assert rounds.units(req.drop(columns=["round"])).empty   # a run of whole cells
+
+
+def prompt_frame(arm, unit_s, tokens, reps):
+    """Rounds whose prompts recur: round j sends prompt j in every repetition, as the rounds schedule does."""
+    k = len(tokens)
+    return pd.DataFrame({"arm": arm, "concurrency": 1, "repetition": np.repeat(np.arange(1, reps + 1), k),
+                         "round": np.tile(np.arange(k), reps), "tokens": np.tile(tokens, reps), "unit_s": unit_s,
+                         "requests": 1, "prompts": np.tile([f"p{i}" for i in range(k)], reps)})
+
+
+def prompt_effect_draws(k, reps, draws=1000):
+    # prompts differ in length and in x's gain over y (sd 20%); the servers drift as AR(1), lag-1 0.3, sd 12%
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(64, 512, k).astype(float)
+    base_y = tokens / 100
+    base_x = base_y / (1.25 * np.exp(rng.normal(0, 0.2, k)))
+    true = base_y.sum() / base_x.sum()
+    for i in range(draws):
+        x = prompt_frame("x", np.tile(base_x, reps) * np.exp(ar1(rng, k * reps, 0.3, 0.12)), tokens, reps)
+        y = prompt_frame("y", np.tile(base_y, reps) * np.exp(ar1(rng, k * reps, 0.3, 0.12)), tokens, reps)
+        yield true, rounds.paired(x, y, b=400, seed=i), rounds.paired(x.drop(columns="prompts"),
+                                                                       y.drop(columns="prompts"), b=400, seed=i)
+
+
+@pytest.mark.parametrize("k, reps", [(10, 20), (7, 3)])
+def test_the_prompt_stratified_interval_covers_and_is_no_wider_than_the_pooled_one(k, reps):
+    hits, pooled_hits, mde, pooled_mde = 0, 0, [], []
+    for true, s, p in prompt_effect_draws(k, reps):
+        assert s["method"] == "stratified" and p["method"] == "pooled"
+        hits += s["speedup_lo"] <= true <= s["speedup_hi"]
+        pooled_hits += p["speedup_lo"] <= true <= p["speedup_hi"]
+        mde.append(s["mde"])
+        pooled_mde.append(p["mde"])
+    assert 0.93 <= hits / 1000 <= 0.97
+    if reps == 3:
+        # 21 rounds: blocks of 5 cut the prompt cycle, so the pooled bootstrap counts the prompt mix as noise
+        assert pooled_hits / 1000 > 0.98
+        assert np.median(mde) < 0.8 * np.median(pooled_mde)
+
+
+def test_rounds_whose_prompts_do_not_recur_fall_back_to_the_pooled_bootstrap():
+    x = unit_frame("x", np.linspace(1, 2, 8), reps=2).assign(prompts=[f"p{i}" for i in range(8)])
+    y = unit_frame("y", np.linspace(2, 1, 8), reps=2).assign(prompts=[f"p{i}" for i in range(8)])
+    assert rounds.paired(x, y, b=200)["method"] == "pooled"
+    x["prompts"] = y["prompts"] = ["a", "b", "c", "d"] * 2
+    assert rounds.paired(x, y, b=200)["method"] == "stratified"
+    # the point is the pooled ratio either way
+    assert rounds.paired(x, y, b=200)["speedup"] == pytest.approx((8 * 512 / 12.0) / (8 * 512 / 12.0))
+
+
+def test_a_round_s_prompts_name_the_unit():
+    req = pd.DataFrame({"arm": "a", "concurrency": 2, "repetition": 1, "round": [0, 0], "ok": True, "warmup": False,
+                        "n_tokens": [10.0, 12.0], "send_ns": [0, 0], "end_ns": [1e9, 2e9],
+                        "prompt_id": pd.Categorical(["q2", "q1"])})
+    assert rounds.units(req).iloc[0]["prompts"] == "q1|q2"
