@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import compare, stats
-from ddbench.results import MANIFEST, TABLES, read_json
+from ddbench.core.results import MANIFEST, TABLES, read_json
 
 COLUMNS = ["arm", "baseline", "concurrency", "a", "a_lo", "a_hi", "b", "b_lo", "b_hi", "a_holds_b", "b_holds_a",
            "held_within", "verdict_a", "verdict_b", "same_verdict", "a_over_b", "a_over_b_lo", "a_over_b_hi",
@@ -121,7 +121,7 @@ TWIN_KEYS = ("shape", "seed", "dtype", "version", "files", "pair")
 
 
 def _pair(m: dict):
-    """The model pair a run measured: each role's contents digest, and the twin recipe (ddbench.manifest.
+    """The model pair a run measured: each role's contents digest, and the twin recipe (ddbench.core.manifest.
     twin_record) it was built as. Profile paths can name other contents (a rebuilt twin, a retrained pair),
     and a twin shares its predictions with the tiny pair but none of its costs."""
     models = m.get("models")

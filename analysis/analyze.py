@@ -26,7 +26,7 @@ from analysis import (
     triage,
 )
 from analysis.outcome import TABLE_NAMES, Analysis
-from ddbench.results import TABLES, write_bytes_atomic
+from ddbench.core.results import TABLES, write_bytes_atomic
 
 BOOTSTRAP = 1000
 SLIM = ["arm", "concurrency", "repetition", "warmup", "ok", "in_window", "category", "max_tokens", "temperature",

@@ -19,7 +19,7 @@ from analysis import prom, stability, stationarity
 from analysis.correctness import greedy_arms
 from analysis.ingest import Run, dense
 from analysis.triage import CHAIN, LOSSLESS
-from ddbench.results import SERVER_INFO
+from ddbench.core.results import SERVER_INFO
 
 PASS, FAIL, NA = "pass", "fail", "n/a"
 MIN_REQUESTS = 20          # below this even a median is not printed

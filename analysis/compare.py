@@ -17,7 +17,7 @@ import pandas as pd
 
 from analysis import metrics, stats
 from analysis.ingest import Run
-from ddbench.prompts import prompt_set_label
+from ddbench.core.prompts import prompt_set_label
 
 
 class MismatchError(ValueError):

@@ -34,8 +34,8 @@ from analysis.compare import MismatchError, Side
 from analysis.manifest import twin
 from analysis.outcome import TABLE_NAMES, Analysis, CrossCheck  # noqa: F401  (the types live in outcome; re-exported)
 from analysis.triage import TriageUnavailable, twin_source
-from ddbench.profile import repo_path
-from ddbench.results import MANIFEST, TABLES, read_json
+from ddbench.core.profile import repo_path
+from ddbench.core.results import MANIFEST, TABLES, read_json
 
 TAU_TOLERANCE = 0.05     # the same algorithm on two engines: τ should agree within a few percent
 CHUNK_TOLERANCE = 0.005  # Σ (content_chunks − 1) of a cell against its /metrics verify calls

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ddbench.results import DIAGNOSTICS, GPU_TIME, read_records
+from ddbench.core.results import DIAGNOSTICS, GPU_TIME, read_records
 
 COLUMNS = ["arm", "concurrency", "tokens", "requests", "gpu_busy_s", "wall_s", "gpu_ms_per_token",
            "wall_ms_per_token", "gpu_share", "gpu_events", "error"]

@@ -285,11 +285,11 @@ def measure(target, drafter, prompts: Sequence[tuple[list[int], int]], trees: Se
 def diagnose(target_dir, drafter_dir, prompts, max_tokens: int, budgets: Sequence[int],
              topk: int | Sequence[int] = 8, stride: int = 1, tokenizer_dir=None,
              ignore_eos: bool = True) -> dict[str, pd.DataFrame]:
-    """(a)-(d) for a pair's checkpoints and a prompt set's prompts (ddbench.prompts.Prompt, or dicts of that
+    """(a)-(d) for a pair's checkpoints and a prompt set's prompts (ddbench.core.prompts.Prompt, or dicts of that
     shape), rendered with the pair's chat template as the reference server renders them (Tokenizer.chat_ids).
 
     topk: one K for every budget, or one per budget. A prompt's own max_tokens overrides max_tokens."""
-    from ddbench.prompts import Prompt
+    from ddbench.core.prompts import Prompt
     from refengine.drafter import Drafter
     from refengine.model import Target
     from refengine.tokenizer import Tokenizer
@@ -332,7 +332,7 @@ def run_trees(profile, budgets: list[int] | None, topk: int | None) -> list[tupl
 
 def run_prompts(manifest, n: int | None) -> list:
     """The run's prompts, checked against the manifest's digest of the prompt set."""
-    from ddbench.prompts import load_prompt_set, prompt_set_digest, prompt_set_label
+    from ddbench.core.prompts import load_prompt_set, prompt_set_digest, prompt_set_label
     w = manifest.profile.workload
     if manifest.prompt_set_digest and prompt_set_digest(w.prompt_set) != manifest.prompt_set_digest:
         raise ValueError(f"{prompt_set_label(w.prompt_set)} is not the prompt set the run used "
@@ -342,8 +342,8 @@ def run_prompts(manifest, n: int | None) -> list:
 
 def checkpoint(manifest, role: str) -> Path:
     """A local checkpoint of the run's pair, refused when its contents are not the ones the run recorded."""
-    from ddbench.manifest import checkpoint_digest
-    from ddbench.profile import repo_path
+    from ddbench.core.manifest import checkpoint_digest
+    from ddbench.core.profile import repo_path
     name = getattr(manifest.profile.models, role)
     path = repo_path(name) if name else None
     if path is None or not path.is_dir():
@@ -355,7 +355,7 @@ def checkpoint(manifest, role: str) -> Path:
 
 
 def write(tables: dict[str, pd.DataFrame], tables_dir: Path) -> list[Path]:
-    from ddbench.results import write_text_atomic
+    from ddbench.core.results import write_text_atomic
     out = []
     for key, df in tables.items():
         path = Path(tables_dir) / FILES[key]
@@ -375,8 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default %(default)s)")
     a = ap.parse_args(argv)
     from analysis.manifest import ManifestError, load_manifest
-    from ddbench.profile import repo_path
-    from ddbench.results import RunDir
+    from ddbench.core.profile import repo_path
+    from ddbench.core.results import RunDir
     torch.set_num_threads(a.threads)
     t0, c0 = time.perf_counter(), time.process_time()
     try:

@@ -2,7 +2,7 @@
 per server-log line, per /metrics counter, per telemetry sample.
 
 Request files are parsed by Arrow (fast, one pass in C++); a file Arrow cannot read, or whose
-columns do not match ddbench.records.RequestRecord, is re-read line by line through the
+columns do not match ddbench.core.records.RequestRecord, is re-read line by line through the
 pydantic model so that the error names the file, the line and the field.
 """
 
@@ -21,9 +21,9 @@ from pydantic import ValidationError
 
 from analysis import prom, serverlog
 from analysis.manifest import Manifest, load_manifest
-from ddbench.records import CellStatus, RequestRecord
-from ddbench.results import SERVER_LOG, STATUS, RunDir, read_run_text, record_files
-from ddbench.validation import first_error
+from ddbench.core.records import CellStatus, RequestRecord
+from ddbench.core.results import SERVER_LOG, STATUS, RunDir, read_run_text, record_files
+from ddbench.core.validation import first_error
 
 CELL = ["arm", "concurrency", "repetition"]
 _REQUIRED = {"request_id", "arm", "concurrency", "repetition", "warmup", "prompt_id", "category", "worker",

@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ddbench.profile import Profile
-from ddbench.results import read_json
-from ddbench.validation import first_error
+from ddbench.core.profile import Profile
+from ddbench.core.results import read_json
+from ddbench.core.validation import first_error
 
 
 class Git(BaseModel):
@@ -22,7 +22,7 @@ class Git(BaseModel):
 class Host(BaseModel):
     model_config = ConfigDict(extra="allow")
     cpu: str | None = None
-    cpu_id: str | None = None   # vendor family/model/stepping (ddbench.manifest.cpu_id)
+    cpu_id: str | None = None   # vendor family/model/stepping (ddbench.core.manifest.cpu_id)
     cores: int | None = None
     memory_bytes: int | None = None
     os: str | None = None
@@ -61,7 +61,7 @@ class Manifest(BaseModel):
 
 
 def twin(manifest) -> dict | None:
-    """The record of the one twin a run served (ddbench.manifest.twin_record: shape, seed, its files' and its
+    """The record of the one twin a run served (ddbench.core.manifest.twin_record: shape, seed, its files' and its
     source pair's digests), or None. Takes any object with a `models` mapping, a Manifest or a stand-in."""
     rec = (getattr(manifest, "models", None) or {}).get("twin")
     return rec if isinstance(rec, dict) else None

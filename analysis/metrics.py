@@ -12,7 +12,7 @@ import pandas as pd
 
 from analysis import stats
 from analysis.ingest import CELL
-from ddbench import formulas as f
+from ddbench.core import formulas as f
 
 LATENCIES = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E", "gap": "chunk gap"}
 
@@ -50,7 +50,7 @@ def mid_unix(cells: pd.DataFrame, suffix: str = "") -> pd.Series:
 
 
 def chunk_gaps(chunks: pd.DataFrame) -> pd.DataFrame:
-    """Time between successive content chunks of one request (ddbench.formulas.gaps_s, over all requests)."""
+    """Time between successive content chunks of one request (ddbench.core.formulas.gaps_s, over all requests)."""
     req = chunks["req"].to_numpy()
     same = req[1:] == req[:-1]
     return pd.DataFrame({"req": req[1:][same], "gap_s": f.gaps_s(chunks["t_ns"].to_numpy())[same]})

@@ -1,10 +1,10 @@
-"""Prometheus text exposition of a run's scrapes (the parser is ddbench.prom's)."""
+"""Prometheus text exposition of a run's scrapes (the parser is ddbench.core.prom's)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ddbench.prom import (  # noqa: F401
+from ddbench.core.prom import (  # noqa: F401
     GENERATED,
     TAU_NOT_REPORTED,
     VERIFY_CALLS,
@@ -14,7 +14,7 @@ from ddbench.prom import (  # noqa: F401
     PromError,
     parse,
 )
-from ddbench.results import read_run_text
+from ddbench.core.results import read_run_text
 
 
 def read(path: Path) -> dict[str, float] | None:

@@ -1,6 +1,6 @@
 """Ratios from the rounds schedule: arm X over arm Y, paired round by round, with a block bootstrap.
 
-In a rounds run (ddbench/schedule.py 'rounds', loadtests/rounds.py) every arm serves one unit per round:
+In a rounds run (ddbench/core/schedule.py 'rounds', loadtests/rounds.py) every arm serves one unit per round:
 C requests at once, the same prompts for every arm of the round. A unit's throughput is its tokens over
 its own length (first send to last end). The ratio of X over Y at C is the ratio of the two arms'
 pooled throughputs, Σ tokens / Σ unit time, over the rounds both arms completed.

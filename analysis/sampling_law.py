@@ -219,7 +219,7 @@ class Row:
     arm: str
     kind: str
     plan: Plan
-    sampling: object        # ddbench.profile.Sampling
+    sampling: object        # ddbench.core.profile.Sampling
     planted: bool = False
 
 
@@ -426,9 +426,9 @@ def load(target_dir, drafter_dir, tokenizer_dir=None):
 def check_prompts(profile, target_dir, drafter_dir, prompts, settings=None, planted_row: bool = True,
                   jobs: int = 1, **kw) -> pd.DataFrame:
     """The check for a profile's arms and settings (settings: the profile's when None) on its pair and a list of
-    prompts (ddbench.prompts.Prompt), rendered with the pair's chat template as the reference server does."""
+    prompts (ddbench.core.prompts.Prompt), rendered with the pair's chat template as the reference server does."""
     from analysis.headroom import spread
-    from ddbench.profile import repo_path
+    from ddbench.core.profile import repo_path
     tok_dir = repo_path(profile.models.tokenizer) if profile.models.tokenizer else None
     target, drafter, tok = load(target_dir, drafter_dir, tok_dir)
     prompts = spread(list(prompts), CANDIDATES)
@@ -440,8 +440,8 @@ def check_prompts(profile, target_dir, drafter_dir, prompts, settings=None, plan
 
 def check_profile(profile, settings=None, **kw) -> pd.DataFrame:
     """The check for a profile with no run: its local pair and its prompt set."""
-    from ddbench.profile import repo_path
-    from ddbench.prompts import load_prompt_set
+    from ddbench.core.profile import repo_path
+    from ddbench.core.prompts import load_prompt_set
     dirs = [repo_path(getattr(profile.models, role)) for role in ("target", "drafter")]
     for d in dirs:
         if not d.is_dir():
@@ -458,7 +458,7 @@ def check_run(manifest, settings=None, **kw) -> pd.DataFrame:
 
 
 def write(df: pd.DataFrame, tables_dir: Path) -> list[Path]:
-    from ddbench.results import write_bytes_atomic
+    from ddbench.core.results import write_bytes_atomic
     base = Path(tables_dir) / NAME
     write_bytes_atomic(base.with_suffix(".parquet"), df.to_parquet(index=False))
     write_bytes_atomic(base.with_suffix(".csv"), df.to_csv(index=False).encode())
@@ -486,8 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.profile and not a.out:
         ap.error("--profile needs --out")
     from analysis.manifest import ManifestError, load_manifest
-    from ddbench.profile import ProfileError, Sampling, load_profile
-    from ddbench.results import RunDir
+    from ddbench.core.profile import ProfileError, Sampling, load_profile
+    from ddbench.core.results import RunDir
     torch.set_num_threads(1)
     settings = None if a.temperature is None else [Sampling(temperature=a.temperature, top_p=a.top_p, top_k=a.top_k)]
     kw = dict(draws=a.draws, n_prompts=a.prompts, k=a.k, alpha=a.alpha, seed=a.seed, jobs=a.jobs,

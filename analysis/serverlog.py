@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ddbench.results import read_run_text
+from ddbench.core.results import read_run_text
 
 _PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)?(?:\s+([^\]]*))?\]\s*(.*)$")
 # field names as they appear in the log -> column names

@@ -107,7 +107,7 @@ class Family:
     trees: tuple            # by budget, one arm per budget
     chain: object | None
     linear: object | None
-    sampling: object        # ddbench.profile.Sampling
+    sampling: object        # ddbench.core.profile.Sampling
     graphs: bool
     topk: int | None        # None: K = B
 

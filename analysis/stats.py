@@ -8,7 +8,7 @@ from math import comb
 import numpy as np
 from scipy import stats as sps
 
-from ddbench.formulas import MIN_TAIL, percentile, printable  # noqa: F401  (one home, shared with the live UI)
+from ddbench.core.formulas import MIN_TAIL, percentile, printable  # noqa: F401  (one home, shared with the live UI)
 
 QUANTILES = (0.5, 0.9, 0.99)
 LEVEL = 0.95

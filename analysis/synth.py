@@ -1,4 +1,4 @@
-"""A synthetic run written by hand, file by file, in ddbench.results' layout.
+"""A synthetic run written by hand, file by file, in ddbench.core.results' layout.
 
 Tests and benchmarks need results directories long before real servers produce them, and
 they need to know the truth behind the numbers. This module simulates closed-loop users
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ddbench import schedule
-from ddbench.manifest import planned_schedule
-from ddbench.profile import Profile
-from ddbench.records import CellStatus
-from ddbench.results import cell_name, write_json_atomic, write_text_atomic
+from ddbench.core import schedule
+from ddbench.core.manifest import planned_schedule
+from ddbench.core.profile import Profile
+from ddbench.core.records import CellStatus
+from ddbench.core.results import cell_name, write_json_atomic, write_text_atomic
 
 DEFAULT_ARMS = [
     {"id": "ar", "kind": "ar"},
@@ -70,7 +70,7 @@ class Plan:
     backend: dict = field(default_factory=lambda: dict(SGLANG))   # e.g. REFENGINE for the other side
     compare_with: str | None = None       # profile field: the run to cross-check against
     acceptance_shift: float = 0.0         # added to every category's draft acceptance (a τ gap)
-    schedule: str = "interleaved"         # the cell order (ddbench.schedule), written into the profile
+    schedule: str = "interleaved"         # the cell order (ddbench.core.schedule), written into the profile
     drift_per_min: float = 0.0            # the host slows down: every step costs (1 + this)^minutes more
     # one arm slows down partway (a server degrading): from repetition slow_from on (default: the second half of
     # the repetitions), every step of slow_arm's cells takes 1 / (1 - slow_by) as long, its decode rate slow_by lower

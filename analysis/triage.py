@@ -368,7 +368,7 @@ class TriageUnavailable(RuntimeError):
 
 def prompt_ids(run, tokenizer) -> dict[str, list[int]]:
     """Every prompt of the run's prompt set as the server's token ids (refengine's chat template code)."""
-    from ddbench.prompts import PromptSetError, load_prompt_set, prompt_set_digest, prompt_set_label
+    from ddbench.core.prompts import PromptSetError, load_prompt_set, prompt_set_digest, prompt_set_label
     prompt_set = run.profile.workload.prompt_set
     try:
         prompts = load_prompt_set(prompt_set)
@@ -416,8 +416,8 @@ class Scorer:
 
     @classmethod
     def for_run(cls, run) -> Scorer:
-        from ddbench.manifest import checkpoint_digest
-        from ddbench.profile import repo_path
+        from ddbench.core.manifest import checkpoint_digest
+        from ddbench.core.profile import repo_path
         twin = twin_source(run)
         if twin is not None:
             return cls.load(twin)
@@ -474,8 +474,8 @@ def continuations(scorer: Scorer, prompts: str | Path = THRESHOLD_PROMPTS,
     """(prompt ids, greedy continuation ids) of every prompt of a prompt set, fp32 on the CPU."""
     import torch
 
-    from ddbench.profile import repo_path
-    from ddbench.prompts import load_prompts
+    from ddbench.core.profile import repo_path
+    from ddbench.core.prompts import load_prompts
     ids = [scorer.tokenizer.chat_ids([m.model_dump() for m in p.messages])
            for p in load_prompts(repo_path(str(prompts)))]
     with torch.inference_mode():
@@ -488,7 +488,7 @@ def derive_threshold(model: str | Path = THRESHOLD_MODEL, prompts: str | Path = 
     """(the quantile, every gap): fp32 top-1/top-2 gaps at every position of the target's greedy
     continuations of the prompt set (continued: continuations() already made), each re-scored in one
     forward as a divergence is."""
-    from ddbench.profile import repo_path
+    from ddbench.core.profile import repo_path
     scorer = scorer or Scorer.load(repo_path(str(model)))
     ids, outs = continued or continuations(scorer, prompts, tokens)
     gaps = np.concatenate([scorer.score(p, o)["gaps"] for p, o in zip(ids, outs, strict=True)])

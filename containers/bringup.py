@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 from containers import docker_runtime, local_runtime
+from containers.launch import DEFAULT_PORT, server_command
 from containers.ready import BringUpError, wait_ready
 from containers.spec import build_spec, labels
-from ddbench import cpus as cpus_mod
-from ddbench.launch import DEFAULT_PORT, server_command
-from ddbench.profile import Profile
-from ddbench.results import SERVER_LOG, STATUS, write_json_atomic
+from ddbench.core import cpus as cpus_mod
+from ddbench.core.profile import Profile
+from ddbench.core.results import SERVER_LOG, STATUS, write_json_atomic
 
 DEFAULT_TIMEOUT_S = {"sglang": 1800.0, "refengine": 600.0}
 

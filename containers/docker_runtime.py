@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 
 from containers import cleanup
 from containers.spec import LABEL, ContainerSpec
-from ddbench.results import redact, write_text_atomic
+from ddbench.core.results import redact, write_text_atomic
 
 STOP_TIMEOUT_S = 10
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import httpx
 
 from containers.ready import BringUpError
-from ddbench.profile import Profile
-from ddbench.results import SERVER_INFO, STATUS, declare_secret_env, write_json_atomic
+from ddbench.core.profile import Profile
+from ddbench.core.results import SERVER_INFO, STATUS, declare_secret_env, write_json_atomic
 
 PROBE_TIMEOUT_S = 10.0
 INFO_PATHS = ("/get_server_info", "/server_info")   # SGLang now, SGLang before 0.4 and the reference engine

@@ -17,7 +17,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from ddbench.profile import Profile
+from ddbench.core.profile import Profile
 
 MIB = 2 ** 20
 # SGLang refuses f > 1; above this the server would have no room for its CUDA context and graphs

@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddbench.manifest import git_state
-from ddbench.profile import REPO_ROOT
+from ddbench.core.manifest import git_state
+from ddbench.core.profile import REPO_ROOT
 
 HERE = Path(__file__).resolve().parent
 BASE_TAG = "ddbench/base:bookworm"
@@ -195,8 +195,8 @@ def registry_image() -> str:
 
 def sglang_commands() -> list[dict]:
     """Every shipped SGLang profile's server command, arm by arm, as ddbench generates it."""
-    from ddbench.launch import server_command
-    from ddbench.profile import PROFILES_DIR, load_profile
+    from containers.launch import server_command
+    from ddbench.core.profile import PROFILES_DIR, load_profile
 
     out = []
     for path in sorted(PROFILES_DIR.glob("*.yaml")):
@@ -300,7 +300,7 @@ def _label(tag: str, labels: dict[str, str]) -> None:
 
 def _write_evidence(root: Path, variant: str, built: Built, args: dict, source: dict, smoke: dict,
                     overlay: dict) -> Path:
-    from ddbench.results import write_json_atomic
+    from ddbench.core.results import write_json_atomic
 
     image = client().images.get(built.tag)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from ddbench.results import write_json_atomic
+from ddbench.core.results import write_json_atomic
 
 EXPORT_WAIT_S = 120.0      # /stop_profile returns before the trace is written
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")

@@ -19,8 +19,8 @@ from pathlib import Path
 import psutil
 
 from containers import cleanup
-from ddbench.cpus import pinner
-from ddbench.profile import REPO_ROOT
+from ddbench.core.cpus import pinner
+from ddbench.core.profile import REPO_ROOT
 
 STOP_TIMEOUT_S = 10
 STATE_DIR = Path(os.environ.get("DDBENCH_STATE_DIR") or Path.home() / ".cache" / "ddbench") / "local"

@@ -16,7 +16,7 @@ signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 import sys  # noqa: E402
 
-from ddbench.results import redact  # noqa: E402
+from ddbench.core.results import redact  # noqa: E402
 
 
 def pump(src, path: str) -> None:

@@ -28,8 +28,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from ddbench.launch import sglang_command
-from ddbench.profile import Profile, ProfileError, load_profile
+from containers.launch import sglang_command
+from ddbench.core.profile import Profile, ProfileError, load_profile
 
 FLAGS_DIR = Path(__file__).resolve().parent / "sglang" / "flags"
 DEFAULT_VERSION = "0.5.15"

@@ -1,6 +1,6 @@
 """From an arm of a profile to a container spec: everything `docker run` needs, and nothing secret.
 
-The command comes from ddbench.launch.server_command (one function per backend, SGLang's flag
+The command comes from containers.launch.server_command (one function per backend, SGLang's flag
 names for both); the spec adds what a container needs around it: GPUs from the placement,
 shared memory, a port bound to 127.0.0.1, volumes for the model and the results, labels that
 let `down` find every ddbench container, and the environment passed through by name.
@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ddbench.launch import DEFAULT_PORT, server_command
-from ddbench.profile import REPO_ROOT, Arm, Profile
+from containers.launch import DEFAULT_PORT, server_command
+from ddbench.core.profile import REPO_ROOT, Arm, Profile
 
 LABEL = "ddbench"
 # inside the image the repository's code lives here (containers/refengine/Dockerfile)

@@ -2,12 +2,12 @@
 
     run_sweep(profile, run_dir, cell=loadtests.cell.run_cell)
 
-The schedule (ddbench/schedule.py) cuts the sweep into blocks: servers that are up together and
+The schedule (ddbench/core/schedule.py) cuts the sweep into blocks: servers that are up together and
 the cells that run against them, in order. For each block its servers come up (the first alone,
 so that one-time compilation caches are warm, then the rest in parallel; SGLang servers sharing a
 GPU one at a time, each sized to its share: containers/gpu_memory.py), they take load.warmup_s of
 unmeasured load, its cells run with telemetry, and its servers go down; a time budget (load.budget_s,
-ddbench/budget.py) may end the sweep between repetitions. An arm that does not come
+ddbench/core/budget.py) may end the sweep between repetitions. An arm that does not come
 up, or a server that exits before or during a cell, leaves every affected cell with a failed
 status.json that says why; the sweep goes on. Backend 'external' (containers/external.py): no
 server is started or stopped; each is checked to answer (one that does not fails its arm's cells,
@@ -26,10 +26,10 @@ from pathlib import Path
 from containers import bringup, external, gpu_memory
 from containers.ready import BringUpError
 from containers.telemetry import TELEMETRY, Telemetry
-from ddbench import schedule
-from ddbench.profile import Profile
-from ddbench.records import CellStatus
-from ddbench.results import DIAGNOSTICS, GPU_TIME, STATUS, WARMUP, cell_name, write_json_atomic
+from ddbench.core import schedule
+from ddbench.core.profile import Profile
+from ddbench.core.records import CellStatus
+from ddbench.core.results import DIAGNOSTICS, GPU_TIME, STATUS, WARMUP, cell_name, write_json_atomic
 
 # cell(workload, load, *, url, cell_dir, arm, concurrency, repetition[, unmeasured]) -> CellStatus; the
 # workload is the one the measured arm sends (its sampling setting), the url its base arm's server;
@@ -91,7 +91,7 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
               gate: Callable[[int], bool] | None = None, stretch: StretchRunner | None = None) -> list[CellStatus]:
     """prepare(cell_dir) runs just before a cell runs or is marked failed (a resume retires the cell's
     earlier attempt there, so a sweep cut during bring-up loses no finished cell). gate(repetition) is asked
-    before each cell: False ends the block there (a time budget, ddbench/budget.py; the block's cells run in
+    before each cell: False ends the block there (a time budget, ddbench/core/budget.py; the block's cells run in
     repetition order)."""
     cell_dir = lambda a, c, r: Path(run_dir) / a / cell_name(c, r)  # noqa: E731
     outside = profile.backend.kind == "external"   # servers the user runs: checked, never started or stopped

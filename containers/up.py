@@ -15,8 +15,8 @@ from pathlib import Path
 
 from containers.bringup import up
 from containers.ready import BringUpError
-from ddbench.profile import ProfileError, load_profile
-from ddbench.results import RESULTS_ROOT, RunDir
+from ddbench.core.profile import ProfileError, load_profile
+from ddbench.core.results import RESULTS_ROOT, RunDir
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from ddbench.manifest import file_sha256
-from ddbench.profile import REPO_ROOT
+from ddbench.core.manifest import file_sha256
+from ddbench.core.profile import REPO_ROOT
 
 HERE = Path(__file__).resolve().parent
 WHEELHOUSE = REPO_ROOT / "wheelhouse"

@@ -11,11 +11,12 @@ import importlib.util
 import runpy
 import sys
 
-from ddbench import budget, builds, random_prompts, schedule
+from containers.launch import server_command
 from ddbench import init as init_profile
-from ddbench.launch import server_command
-from ddbench.profile import ProfileError, load_profile, resolve_path
-from ddbench.prompts import PromptSetError, load_prompt_set, prompt_set_label
+from ddbench.core import budget, builds, schedule
+from ddbench.core.profile import ProfileError, load_profile, resolve_path
+from ddbench.core.prompts import PromptSetError, load_prompt_set, prompt_set_label
+from loadtests import random_prompts
 
 EXIT_ERROR, EXIT_MISSING_STAGE = 1, 2
 
@@ -70,7 +71,7 @@ def _cells_of_ui_session(argv: list[str]) -> None:
 
 
 SET_HELP = ("change one profile field, as if the file said so (repeatable): PATH=VALUE, VALUE read as YAML, "
-            "e.g. --set load.concurrency=[1,8,32] --set arms.tree-b15-k8.topk=8 (ddbench/overrides.py, "
+            "e.g. --set load.concurrency=[1,8,32] --set arms.tree-b15-k8.topk=8 (ddbench/core/overrides.py, "
             "docs/profile.md)")
 
 

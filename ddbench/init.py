@@ -22,8 +22,8 @@ from pathlib import Path
 
 import yaml
 
-from ddbench import builds
-from ddbench.profile import REPO_ROOT, is_hub_id, repo_path
+from ddbench.core import builds
+from ddbench.core.profile import REPO_ROOT, is_hub_id, repo_path
 
 ENGINES = ("sglang", "sglang-fork", "refengine")
 # SGLang's own default when a drafter's config names no block size (docs: --speculative-dflash-block-size)
@@ -288,8 +288,9 @@ def runtime_lines(engine: str, device: str) -> list[Line]:
              Line("cuda_graphs: true", "how a server runs in production; an arm may turn it off")]
     if engine == "refengine":
         return lines
-    lines += [Line("overlap_scheduler: true", "each arm as deployed: on for AR; SGLang turns it off for DFLASH and "
-                                              "DDTree, and a tree arm gets triton attention (ddbench/settings.py)")]
+    lines += [Line("overlap_scheduler: true", "each arm as deployed: on for AR; SGLang turns it off for DFLASH "
+                                              "and DDTree, and a tree arm gets triton attention "
+                                              "(ddbench/core/settings.py)")]
     return lines + [Line("mem_fraction_static: 0.8", "GPU memory for weights + KV cache, headroom for CUDA graphs")]
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ddbench.manifest import finish_run, start_run
-from ddbench.profile import ProfileError, load_profile, resolve_path
+from ddbench.core.manifest import finish_run, start_run
+from ddbench.core.profile import ProfileError, load_profile, resolve_path
+from ddbench.core.results import RESULTS_ROOT, RunDir
 from ddbench.reproduce import EXIT_INTERRUPTED, console, problems, sweep
-from ddbench.results import RESULTS_ROOT, RunDir
 
 
 def narrow(profile, arm_id: str, concurrency: int):

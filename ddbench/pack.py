@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ddbench.results import RunDir, pack
+from ddbench.core.results import RunDir, pack
 
 
 def main(argv: list[str] | None = None) -> int:

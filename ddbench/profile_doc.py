@@ -1,4 +1,4 @@
-"""docs/profile.md: every profile field, generated from the pydantic schema in ddbench/profile.py.
+"""docs/profile.md: every profile field, generated from the pydantic schema in ddbench/core/profile.py.
 
     python -m ddbench.profile_doc > docs/profile.md      # or: python -m ddbench.profile_doc --write
     python -m ddbench.profile_doc --check                # exit 1 when docs/profile.md is not current
@@ -21,7 +21,7 @@ import annotated_types as at
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from ddbench import profile as P
+from ddbench.core import profile as P
 
 DOC_PATH = P.REPO_ROOT / "docs" / "profile.md"
 COMMAND = "python -m ddbench.profile_doc --write"
@@ -42,7 +42,7 @@ DOCUMENTED = {m for m, _ in SECTIONS}
 
 HEAD = f"""# Profile reference
 
-<!-- Generated from ddbench/profile.py by `{COMMAND}`; do not edit by hand. -->
+<!-- Generated from ddbench/core/profile.py by `{COMMAND}`; do not edit by hand. -->
 
 A profile is one YAML file that describes a whole experiment: the server and its build, the model
 pair, the arms compared, the workload and the load. The shipped ones are in
@@ -51,7 +51,7 @@ plan, and every error names the file and the field. Strings may use `${{VAR}}` a
 (an unset variable without a default is an error). Paths are relative to the repository root unless
 absolute. An unknown key is an error.
 
-This page is generated from the schema (`ddbench/profile.py`); a unit test fails when it is stale.
+This page is generated from the schema (`ddbench/core/profile.py`); a unit test fails when it is stale.
 Regenerate it with `{COMMAND}`.
 
 ## Overriding fields from the command line

@@ -3,7 +3,7 @@
     validate -> prepare -> for each block of the schedule: its servers up, its cells
              (flush, scrape, load, scrape) in order, down -> analyze -> report -> the PDF's path
 
-The schedule (ddbench/schedule.py) interleaves arms repetition by repetition, so that host
+The schedule (ddbench/core/schedule.py) interleaves arms repetition by repetition, so that host
 drift hits every arm alike; the manifest records the planned order and the order that ran.
 
 Stages talk through the run directory: the sweep writes cells, `python -m analysis` reads
@@ -28,13 +28,14 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from ddbench import budget, builds, random_prompts, schedule
 from ddbench.cli import add_set_option, plan_text, set_args
-from ddbench.manifest import finish_run, git_state, planned_schedule, record_overrides, start_run
-from ddbench.profile import Profile, ProfileError, is_hub_id, load_profile, repo_path, resolve_path
-from ddbench.prompts import PromptSetError, load_prompt_set
-from ddbench.records import CellStatus
-from ddbench.results import REDO, RESULTS_ROOT, STATUS, RunDir, read_json, write_json_atomic, write_text_atomic
+from ddbench.core import budget, builds, schedule
+from ddbench.core.manifest import finish_run, git_state, planned_schedule, record_overrides, start_run
+from ddbench.core.profile import Profile, ProfileError, is_hub_id, load_profile, repo_path, resolve_path
+from ddbench.core.prompts import PromptSetError, load_prompt_set
+from ddbench.core.records import CellStatus
+from ddbench.core.results import REDO, RESULTS_ROOT, STATUS, RunDir, read_json, write_json_atomic, write_text_atomic
+from loadtests import random_prompts
 
 console = Console(stderr=True)
 EXIT_INTERRUPTED = 130
@@ -218,7 +219,7 @@ def whole_repetitions(profile: Profile, todo: list[tuple[str, int, int]]) -> lis
 
 
 def sweep(profile: Profile, run: RunDir, reps: range | None = None) -> dict | None:
-    """Run the pending cells; returns the time budget's record (ddbench/budget.py), None without one."""
+    """Run the pending cells; returns the time budget's record (ddbench/core/budget.py), None without one."""
     from containers.sweep import run_sweep
 
     todo = whole_repetitions(profile, pending_cells(profile, run, reps))

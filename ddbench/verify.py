@@ -13,10 +13,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from ddbench.manifest import finish_run, start_run
-from ddbench.profile import Profile
+from ddbench.core.manifest import finish_run, start_run
+from ddbench.core.profile import Profile
+from ddbench.core.results import RESULTS_ROOT, RunDir, cell_name
 from ddbench.reproduce import EXIT_INTERRUPTED, console, problems, sweep
-from ddbench.results import RESULTS_ROOT, RunDir, cell_name
 
 EXIT_DIFFERENT = 3
 

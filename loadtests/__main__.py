@@ -7,11 +7,11 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ddbench.profile import Load, ProfileError, load_profile
-from ddbench.prompts import PromptSetError
-from ddbench.random_prompts import profile_tokenizer
-from ddbench.results import RESULTS_ROOT, cell_name
+from ddbench.core.profile import Load, ProfileError, load_profile
+from ddbench.core.prompts import PromptSetError
+from ddbench.core.results import RESULTS_ROOT, cell_name
 from loadtests.cell import CellError, run_cell
+from loadtests.random_prompts import profile_tokenizer
 from loadtests.sigterm import exit_on_sigterm
 from loadtests.ui import serve
 from loadtests.webui import UI_PORT

@@ -24,7 +24,7 @@ from contextlib import nullcontext
 from itertools import pairwise
 from pathlib import Path
 
-from ddbench.profile import Load, Workload
+from ddbench.core.profile import Load, Workload
 from loadtests import nullserver
 from loadtests.cell import run_cell
 from loadtests.cpu import CPU_LIMIT

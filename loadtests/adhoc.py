@@ -16,8 +16,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ddbench.records import CellStatus
-from ddbench.results import MANIFEST, RunDir, read_json, write_json_atomic, write_text_atomic
+from ddbench.core.records import CellStatus
+from ddbench.core.results import MANIFEST, RunDir, read_json, write_json_atomic, write_text_atomic
 from loadtests.recorder import read_records
 
 PHASES = "phases.json"

@@ -26,15 +26,15 @@ from pathlib import Path
 
 import httpx
 
-from ddbench.cpus import pinner, usable
-from ddbench.profile import Load, Workload
-from ddbench.prompts import load_prompt_set
-from ddbench.random_prompts import maker
-from ddbench.records import CellStatus, RequestRecord
-from ddbench.results import STATUS, record_files, write_json_atomic
+from ddbench.core.cpus import pinner, usable
+from ddbench.core.profile import Load, Workload
+from ddbench.core.prompts import load_prompt_set
+from ddbench.core.records import CellStatus, RequestRecord
+from ddbench.core.results import STATUS, record_files, write_json_atomic
 from loadtests.client import API_KEY_ENV
 from loadtests.cpu import CPU_FILE, CPU_LIMIT, CpuSampler, peak
 from loadtests.options import cell_argv, resolve_sources
+from loadtests.random_prompts import maker
 from loadtests.recorder import read_records
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")

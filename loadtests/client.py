@@ -14,8 +14,8 @@ import os
 import time
 from typing import Any
 
-from ddbench.prompts import Prompt
-from ddbench.records import Chunk
+from ddbench.core.prompts import Prompt
+from ddbench.core.records import Chunk
 from loadtests.sse import EventParser
 
 CHAT_PATH = "/v1/chat/completions"

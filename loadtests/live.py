@@ -1,5 +1,5 @@
 """What the web UI shows while a load runs: TTFT, TPOT and chunk-gap percentiles, output tokens/s and τ,
-over a sliding window and since the start, with a series over time. The formulas are ddbench.formulas',
+over a sliding window and since the start, with a series over time. The formulas are ddbench.core.formulas',
 the same that analysis applies to the records afterwards; this module only chooses which requests.
 
     fact(record, ar)          one finished request, reduced to what the view needs (sent to the master)
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ddbench import formulas as f
-from ddbench import prom
-from ddbench.records import RequestRecord
+from ddbench.core import formulas as f
+from ddbench.core import prom
+from ddbench.core.records import RequestRecord
 
 WINDOW_S = 30.0
 BUCKET_S = 2.0
@@ -141,7 +141,7 @@ class LiveStats:
 @dataclass
 class ServerCounters:
     """The server's /metrics counters, sampled over time: τ since a moment = Δ generated tokens / Δ verify
-    calls between the last sample before it and now (ddbench.prom's counters, as analysis differences them)."""
+    calls between the last sample before it and now (ddbench.core.prom's counters, as analysis differences them)."""
 
     samples: list[tuple[float, float, float]] = field(default_factory=list)
 

@@ -23,12 +23,12 @@ import httpx
 from flask import Response, jsonify, request
 from locust.runners import MasterRunner, WorkerRunner
 
-from ddbench import prom
-from ddbench.launch import server_command
-from ddbench.manifest import start_run
-from ddbench.profile import Profile, load_profile
-from ddbench.records import RequestRecord
-from ddbench.results import MANIFEST, RunDir
+from containers.launch import server_command
+from ddbench.core import prom
+from ddbench.core.manifest import start_run
+from ddbench.core.profile import Profile, load_profile
+from ddbench.core.records import RequestRecord
+from ddbench.core.results import MANIFEST, RunDir
 from loadtests import adhoc, live
 from loadtests.cell import probe
 from loadtests.live import LiveStats, ServerCounters, table

@@ -27,9 +27,9 @@ from locust import FastHttpUser, constant, events, task
 from locust.exception import StopUser
 from locust.runners import MasterRunner
 
-from ddbench.prompts import PromptSetError, load_prompt_set
-from ddbench.records import RequestRecord
-from ddbench.results import RESULTS_ROOT
+from ddbench.core.prompts import PromptSetError, load_prompt_set
+from ddbench.core.records import RequestRecord
+from ddbench.core.results import RESULTS_ROOT
 from loadtests import plan
 from loadtests.client import chat_body, stream_chat
 from loadtests.coordinate import Coordinator

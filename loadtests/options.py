@@ -12,10 +12,10 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from ddbench.profile import REPO_ROOT, Length, Load, Workload, is_random_source
-from ddbench.prompts import PromptSet, RandomPrompts, is_package, sources
-from ddbench.random_prompts import maker
-from ddbench.validation import first_error
+from ddbench.core.profile import REPO_ROOT, Length, Load, Workload, is_random_source
+from ddbench.core.prompts import PromptSet, RandomPrompts, is_package, sources
+from ddbench.core.validation import first_error
+from loadtests.random_prompts import maker
 
 DEFAULT_PROMPT_SET = "loadtests/prompts/chat.jsonl"
 
@@ -70,7 +70,7 @@ class OptionError(ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    prompt_set: list[str]   # sources, JSONL paths resolved (ddbench.prompts.load_prompt_set reads them)
+    prompt_set: list[str]   # sources, JSONL paths resolved (ddbench.core.prompts.load_prompt_set reads them)
     categories: list[str]
     max_tokens: int
     input_length: Length | None

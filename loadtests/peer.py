@@ -24,8 +24,8 @@ import tempfile
 from contextlib import nullcontext
 from pathlib import Path
 
-from ddbench.profile import Load, Workload
-from ddbench.prompts import load_prompt_set
+from ddbench.core.profile import Load, Workload
+from ddbench.core.prompts import load_prompt_set
 from loadtests import nullserver
 from loadtests.cell import run_cell
 from loadtests.options import resolve_sources

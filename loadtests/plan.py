@@ -18,7 +18,7 @@ process of the given rate; the slot also picks the prompt, order[k % L].
 
 With an output length distribution (workload.output), a request's slot also gives its output length
 (output_target): like the prompt, it does not change with the repetition or the arm, so paired cells ask
-for the same lengths. Random prompts draw their lengths per prompt (ddbench/random_prompts.py).
+for the same lengths. Random prompts draw their lengths per prompt (loadtests/random_prompts.py).
 
 At T>0 a request's slot also gives its sampling seed (request_seed), which does change with the
 repetition: a T>0 claim is about the sampler's draws, and their spread belongs in its interval.
@@ -29,8 +29,8 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from ddbench.profile import Length
-from ddbench.prompts import Prompt
+from ddbench.core.profile import Length
+from ddbench.core.prompts import Prompt
 
 # What a manifest records of this plan, and what sibling runs must share (analysis/agreement.py): runs
 # that sent other prompts at the same profile are not repetitions of one experiment. Change it when a

@@ -1,7 +1,7 @@
 """Per-process record files: requests-<worker>.jsonl in the cell directory, one line per request.
 
 Each Locust process appends to its own file and flushes every record, so a crash loses only
-the requests in flight. Lines pass the secret redaction of ddbench.results like every other
+the requests in flight. Lines pass the secret redaction of ddbench.core.results like every other
 write into a results directory.
 """
 
@@ -12,8 +12,8 @@ import re
 import socket
 from pathlib import Path
 
-from ddbench.records import RequestRecord
-from ddbench.results import REDACTED, read_records, secret_values  # noqa: F401  (read_records: its readers import it here)
+from ddbench.core.records import RequestRecord
+from ddbench.core.results import REDACTED, read_records, secret_values  # noqa: F401  (read_records: its readers import it here)
 
 
 def worker_name() -> str:

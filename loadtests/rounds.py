@@ -29,14 +29,14 @@ from pathlib import Path
 
 import httpx
 
-from ddbench.profile import Load, Workload
-from ddbench.prompts import load_prompt_set
-from ddbench.random_prompts import maker
-from ddbench.records import CellStatus, RequestRecord
-from ddbench.results import STATUS, record_files, write_json_atomic
+from ddbench.core.profile import Load, Workload
+from ddbench.core.prompts import load_prompt_set
+from ddbench.core.records import CellStatus, RequestRecord
+from ddbench.core.results import STATUS, record_files, write_json_atomic
 from loadtests import plan
 from loadtests.client import CHAT_PATH, auth_headers, chat_body, take
 from loadtests.options import resolve_sources
+from loadtests.random_prompts import maker
 from loadtests.recorder import RecordFile, worker_name
 from loadtests.sse import EventParser
 

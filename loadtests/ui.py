@@ -15,8 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ddbench.profile import ProfileError, load_profile
-from ddbench.prompts import PromptSetError
+from ddbench.core.profile import ProfileError, load_profile
+from ddbench.core.prompts import PromptSetError
 from loadtests.cell import CellError
 from loadtests.sigterm import exit_on_sigterm
 from loadtests.webui import UI_PORT, adhoc_dir, run_ui

@@ -16,8 +16,8 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ddbench.profile import Profile
-from ddbench.results import RESULTS_ROOT
+from ddbench.core.profile import Profile
+from ddbench.core.results import RESULTS_ROOT
 from loadtests.cell import LOCUSTFILE, probe, processes_argv
 from loadtests.options import cell_argv
 

@@ -134,7 +134,7 @@ def load(args) -> tuple[Target, Drafter, list[list[int]], list[int], str]:
     tok_dir = args.tokenizer or args.target
     if not (tok_dir / "tokenizer.json").is_file():
         sys.exit(f"{tok_dir}: no tokenizer.json (pass --tokenizer)")
-    from ddbench.prompts import load_prompts
+    from ddbench.core.prompts import load_prompts
     from refengine.tokenizer import Tokenizer
 
     tok = Tokenizer.from_pretrained(tok_dir)

@@ -17,10 +17,10 @@ from markupsafe import Markup
 
 from analysis import stability
 from analysis.analyze import Analysis
-from ddbench import budget, schedule
-from ddbench.profile import is_random_source
-from ddbench.prompts import sources
-from ddbench.results import NOTES, write_bytes_atomic
+from ddbench.core import budget, schedule
+from ddbench.core.profile import is_random_source
+from ddbench.core.prompts import sources
+from ddbench.core.results import NOTES, write_bytes_atomic
 from report import (
     budgets,
     cost,

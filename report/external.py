@@ -11,7 +11,7 @@ from pathlib import Path
 
 from markupsafe import Markup
 
-from ddbench.results import SERVER_INFO, STATUS
+from ddbench.core.results import SERVER_INFO, STATUS
 from report.tex import breakable, escape, url
 
 UNREPORTED = "not reported"

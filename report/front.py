@@ -16,7 +16,7 @@ from analysis import recommend as recommend_rule
 from analysis import standings, stats
 from analysis.manifest import twin
 from analysis.triage import TIE
-from ddbench import settings
+from ddbench.core import settings
 from report.tex import ci, escape, missing, num
 
 MAX_LISTED = 8    # kinds of failed check listed on page 1; every failure is in the checks appendix

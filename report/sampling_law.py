@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from analysis.analyze import Analysis
 from analysis.sampling_law import NAME, POWER
-from ddbench.profile import Sampling
+from ddbench.core.profile import Sampling
 from report.tables import _h, latex
 from report.tex import escape, num
 

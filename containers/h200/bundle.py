@@ -24,8 +24,8 @@ from pathlib import Path
 
 from containers.h200 import archive, fork, lock
 from containers.h200.layers import LAYERS, PYTHON_VERSION, SGLANG, Layer, canonical, layer
-from ddbench.manifest import file_sha256
-from ddbench.profile import REPO_ROOT
+from ddbench.core.manifest import file_sha256
+from ddbench.core.profile import REPO_ROOT
 
 BUNDLE_ROOT = REPO_ROOT / ".h200"
 CALL_LIMIT = 64 * 2**20  # what one `run` call copies to the device, carried paths included

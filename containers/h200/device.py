@@ -8,7 +8,7 @@ Run from the repository root. A layer's parts arrive in the folder its manifest 
 and the parts of earlier calls stay there while the machine is warm. `setup` unpacks a layer
 only once all its parts are present with the manifest's sha256, and only once per machine (a
 marker in the site dir, .h200-bundle.json, records the archive's and parts' sha256 and, for the
-DDTree fork, its source; run manifests read these markers, ddbench.manifest.h200_bundles). Only
+DDTree fork, its source; run manifests read these markers, ddbench.core.manifest.h200_bundles). Only
 the export line goes to stdout, so `e=$(sh containers/h200/setup.sh harness) && eval "$e"` sets
 the environment or stops.
 

@@ -37,7 +37,7 @@ The result is RUN_DIR/diagnostics/overlay-check.json:
                     [{repo, commit, subject, result}], head, tree, package_tree, label
     sides           {"stock": SIDE, "fork": SIDE}, SIDE =
         pythonpath      the PYTHONPATH entries the server ran with
-        sglang          {"site", "layer", "source"}: where `sglang` resolved there (ddbench.manifest.sglang_source)
+        sglang          {"site", "layer", "source"}: where `sglang` resolved there (ddbench.core.manifest.sglang_source)
         status          "ok" | "failed";  reason: why, when failed
         ready_s         bring-up time
         verify_steps    sum over prompts of the /metrics delta (null when /metrics had no counter)
@@ -96,11 +96,11 @@ import httpx
 from containers.bringup import up
 from containers.ready import BringUpError
 from containers.sweep import up_together
-from ddbench import prom
-from ddbench.manifest import bundle_marker, now_iso
-from ddbench.profile import REPO_ROOT, Arm, Profile, ProfileError, load_profile
-from ddbench.prompts import Prompt, load_prompt_set, prompt_set_digest
-from ddbench.results import SERVER_LOG, write_json_atomic
+from ddbench.core import prom
+from ddbench.core.manifest import bundle_marker, now_iso
+from ddbench.core.profile import REPO_ROOT, Arm, Profile, ProfileError, load_profile
+from ddbench.core.prompts import Prompt, load_prompt_set, prompt_set_digest
+from ddbench.core.results import SERVER_LOG, write_json_atomic
 
 FORK_LAYER = "sglang-ddtree"
 SCHEMA = 1
@@ -148,7 +148,7 @@ def split_pythonpath(pythonpath: str) -> tuple[list[str], list[str]]:
 
 def resolve_sglang(pythonpath: list[str]) -> dict | None:
     """Where `sglang` resolves with this PYTHONPATH (asked of a fresh interpreter, as a server would)."""
-    code = "import json; from ddbench.manifest import sglang_source; print(json.dumps(sglang_source()))"
+    code = "import json; from ddbench.core.manifest import sglang_source; print(json.dumps(sglang_source()))"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*pythonpath, str(REPO_ROOT)])}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=REPO_ROOT)
     return json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else None
@@ -172,7 +172,7 @@ def pythonpath(entries: list[str]):
 
 
 def counter(text: str, name: str = prom.VERIFY_CALLS) -> float | None:
-    """The sum over labels of a Prometheus counter in /metrics text (ddbench.prom); None when absent or the
+    """The sum over labels of a Prometheus counter in /metrics text (ddbench.core.prom); None when absent or the
     text is not Prometheus exposition."""
     try:
         return prom.parse(text).get(name)
@@ -303,7 +303,7 @@ def pick_linear(profile: Profile, arm_id: str | None) -> Arm:
 
 def overlay_check(run_dir: Path, profile: Profile, source: str, arm_id: str | None, n: int,
                   timeout_s: float | None = None, command: list[str] | None = None) -> dict:
-    from ddbench.launch import server_command
+    from containers.launch import server_command
 
     arm = pick_linear(profile, arm_id)
     stock, fork = split_pythonpath(os.environ.get("PYTHONPATH", ""))
@@ -366,7 +366,7 @@ def summarize_stages(path: Path) -> dict:
 
 def stage_cost(run_dir: Path, profile: Profile, source: str, arm_ids: list[str], n: int, interval: int,
                warmup: int, timeout_s: float | None = None, command: list[str] | None = None) -> dict:
-    from ddbench.launch import server_command
+    from containers.launch import server_command
 
     if profile.backend.ddtree != "fork":
         raise DiagnosticError(f"profile '{profile.name}' is not on the DDTree fork (backend.ddtree 'fork'): "
@@ -456,7 +456,7 @@ def with_flags(profile: Profile, arm: Arm, flags: list[str]) -> Profile:
 def steps_check(run_dir: Path, profile: Profile, source: str, arm_ids: list[str], n: int, concurrency: int,
                 prune: bool, label: str | None = None, timeout_s: float | None = None,
                 command: list[str] | None = None) -> dict:
-    from ddbench.launch import max_running_requests, server_command
+    from containers.launch import max_running_requests, server_command
 
     if profile.backend.ddtree != "fork":
         raise DiagnosticError(f"profile '{profile.name}' is not on the DDTree fork (backend.ddtree 'fork')")

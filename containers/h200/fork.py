@@ -38,7 +38,7 @@ from pathlib import Path
 from containers.h200 import archive
 from containers.h200.layers import HERE, PYTHON_VERSION, SGLANG, Trim
 from containers.sglang_pin import PIN_FILE, Patch, Pin, PinError, pin
-from ddbench.manifest import file_sha256
+from ddbench.core.manifest import file_sha256
 
 NAME = "sglang-ddtree"
 MANIFEST = HERE / f"{NAME}.manifest.json"

@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlparse
 from packaging.requirements import Requirement
 
 from containers.h200.layers import PLATFORMS, PYTHON_VERSION, Layer, canonical
-from ddbench.manifest import file_sha256
+from ddbench.core.manifest import file_sha256
 
 LINE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s#]+)\s+--hash=sha256:(?P<sha>[0-9a-f]{64})"
                   r"\s*(?:#\s*(?P<file>\S+\.whl))?\s*$")

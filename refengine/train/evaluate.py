@@ -20,7 +20,7 @@ FILE_PROMPT_LEN = 64
 def chat_prompts(path: Path) -> list[dict]:
     """[{id, category, messages}] from a prompt set; validated by ddbench's schema where it is installed."""
     try:
-        from ddbench.prompts import load_prompts
+        from ddbench.core.prompts import load_prompts
     except ImportError:  # the GPU machine has no pydantic; the schema is checked on the CPU side
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [p.model_dump() for p in load_prompts(path)]

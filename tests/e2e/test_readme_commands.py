@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ddbench.results import RunDir
+from ddbench.core.results import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ import psutil
 import pytest
 import yaml
 
-from ddbench.results import RunDir
+from ddbench.core.results import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
 # deterministic per cell at T = 0 in fp32, whatever the timing

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from ddbench.results import RunDir
+from ddbench.core.results import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
 TARGET, DRAFTER = "models/qwen3-stdlib-13m", "models/qwen3-stdlib-13m-dflash-b16"

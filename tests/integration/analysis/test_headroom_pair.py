@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from analysis import headroom as h
-from ddbench.profile import REPO_ROOT
-from ddbench.prompts import load_prompts
+from ddbench.core.profile import REPO_ROOT
+from ddbench.core.prompts import load_prompts
 
 torch.set_num_threads(1)
 TARGET, DRAFTER = REPO_ROOT / "models/qwen3-stdlib-13m", REPO_ROOT / "models/qwen3-stdlib-13m-dflash-b16"

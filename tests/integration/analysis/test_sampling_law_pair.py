@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from analysis import sampling_law as sl
-from ddbench.profile import REPO_ROOT, Sampling, load_profile
+from ddbench.core.profile import REPO_ROOT, Sampling, load_profile
 
 torch.set_num_threads(1)
 SETTING = Sampling(temperature=0.7, top_p=0.95)
@@ -37,7 +37,7 @@ def test_every_arm_passes_and_the_planted_tree_fails(table):
 
 
 def test_the_planted_linear_fails_too():
-    from ddbench.prompts import load_prompt_set
+    from ddbench.core.prompts import load_prompt_set
     from refengine.plan import Plan
     profile = load_profile("cpu-tiny")
     target, drafter, tok = sl.load(REPO_ROOT / profile.models.target, REPO_ROOT / profile.models.drafter)
@@ -50,8 +50,8 @@ def test_the_planted_linear_fails_too():
 
 def _run_dir(root, profile):
     """A run directory holding only a manifest, with the digests a finished run records (the CLI checks them)."""
-    from ddbench.manifest import checkpoint_digest
-    from ddbench.prompts import prompt_set_digest
+    from ddbench.core.manifest import checkpoint_digest
+    from ddbench.core.prompts import prompt_set_digest
     root.mkdir()
     models = {role: {"sha256": checkpoint_digest(REPO_ROOT / getattr(profile.models, role))["sha256"]}
               for role in ("target", "drafter")}

@@ -10,7 +10,7 @@ import yaml
 
 from containers import local_runtime
 from containers.images import BASE_TAG, build_base, build_refengine
-from ddbench.profile import REPO_ROOT, load_profile
+from ddbench.core.profile import REPO_ROOT, load_profile
 
 # the stand-in server (loadtests.nullserver) until refengine.serve can serve a checkpoint here;
 # "{port}" becomes the port inside the container. Pointing these tests at the real server is

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from containers.h200 import device, diagnostics
-from ddbench.profile import load_profile
+from ddbench.core.profile import load_profile
 
 pytestmark = pytest.mark.integration
 

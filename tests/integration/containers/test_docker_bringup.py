@@ -172,7 +172,7 @@ def test_the_reference_engine_serves_the_shipped_pair_from_its_image(tmp_path, r
     """No stand-in: refengine.serve inside the image, the shipped checkpoints mounted read-only."""
     import yaml
 
-    from ddbench.profile import REPO_ROOT, load_profile
+    from ddbench.core.profile import REPO_ROOT, load_profile
 
     data = {"name": "containers-real", "backend": {"kind": "refengine", "runtime": "docker", "image": refengine_image},
             "models": {"target": str(REPO_ROOT / "models/qwen3-stdlib-13m"),

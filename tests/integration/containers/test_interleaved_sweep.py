@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from containers.sweep import run_sweep
-from ddbench import schedule
-from ddbench.profile import load_profile
+from ddbench.core import schedule
+from ddbench.core.profile import load_profile
 from loadtests.cell import run_cell
 from loadtests.plan import PROMPT_ORDER
 
@@ -106,8 +106,8 @@ def test_sampling_settings_are_measured_arms_on_one_server_each(profile_file, tm
     """Two sampling settings: each arm's server comes up once and serves both of its measured arms; the
     T>0 requests carry recorded seeds, the same per slot for every arm of a repetition, and a second sweep
     at C=1 (verify's comparison) reproduces every T>0 output exactly."""
-    from ddbench.profile import Profile
-    from ddbench.results import RunDir
+    from ddbench.core.profile import Profile
+    from ddbench.core.results import RunDir
     from ddbench.verify import compare
     from loadtests.recorder import read_records
 
@@ -151,8 +151,8 @@ def test_a_rounds_sweep_interleaves_requests_and_analysis_pairs_them(profile_fil
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     profile = load_profile(profile_file("rounds"))
     run = tmp_path / "run-rounds"
-    from ddbench.manifest import start_run
-    from ddbench.results import RunDir
+    from ddbench.core.manifest import start_run
+    from ddbench.core.results import RunDir
     start_run(profile, str(profile_file("rounds")), RunDir(run))
     out = run_sweep(profile, run, run_cell, stretch=make_stretch_runner(_Progress(), None))
     assert all(s.status == "ok" and s.busy_ns for v in out.values() for s in v), out

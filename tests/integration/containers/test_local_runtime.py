@@ -14,7 +14,7 @@ import pytest
 
 from containers import bringup, local_runtime
 from containers.ready import BringUpError
-from ddbench.profile import REPO_ROOT
+from ddbench.core.profile import REPO_ROOT
 
 
 def stand_in_local():
@@ -87,7 +87,7 @@ SCRIPT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from containers.bringup import up
-    from ddbench.profile import load_profile
+    from ddbench.core.profile import load_profile
     profile = load_profile(sys.argv[1])
     server = up(profile, "ar", Path(sys.argv[2]), command=sys.argv[4:], timeout_s=30, detach=sys.argv[3] == "detach")
     print(server.pgid, flush=True)

@@ -17,7 +17,7 @@ import pytest
 
 from containers import images
 from containers.sglang_pin import pin
-from ddbench.profile import REPO_ROOT
+from ddbench.core.profile import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 FORK = os.environ.get("DDTREE_FORK_GIT")

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from ddbench import cli
-from ddbench.profile import PROFILES_DIR, REPO_ROOT
+from ddbench.core.profile import PROFILES_DIR, REPO_ROOT
 
 JUST = shutil.which("just", path=str(Path(sys.executable).parent)) or shutil.which("just")
 

@@ -6,8 +6,8 @@ import pytest
 from containers import local_runtime
 from containers.sweep import run_sweep
 from ddbench import cli
+from ddbench.core.profile import load_profile
 from ddbench.onecell import narrow
-from ddbench.profile import load_profile
 from loadtests.cell import run_cell
 from loadtests.recorder import read_records
 

@@ -11,8 +11,8 @@ from collections import Counter
 from itertools import pairwise
 from pathlib import Path
 
-from ddbench.prompts import load_prompts
-from ddbench.records import CellStatus
+from ddbench.core.prompts import load_prompts
+from ddbench.core.records import CellStatus
 from loadtests import plan
 from loadtests.recorder import read_records
 

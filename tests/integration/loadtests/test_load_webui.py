@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ddbench.results import RESULTS_ROOT
+from ddbench.core.results import RESULTS_ROOT
 from loadtests.recorder import read_records
 
 REPO = Path(__file__).resolve().parents[3]

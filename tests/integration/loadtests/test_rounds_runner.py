@@ -3,9 +3,9 @@ for every arm of a round, one record file per arm, and each arm's busy time the 
 
 import json
 
-from ddbench.profile import Load, Workload
-from ddbench.records import RequestRecord
-from ddbench.results import record_files
+from ddbench.core.profile import Load, Workload
+from ddbench.core.records import RequestRecord
+from ddbench.core.results import record_files
 from loadtests.rounds import Target, rotation, run_stretch
 
 

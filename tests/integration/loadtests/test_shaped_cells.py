@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ddbench.profile import Load, Workload
+from ddbench.core.profile import Load, Workload
 from loadtests.cell import run_cell
 from loadtests.recorder import read_records
 

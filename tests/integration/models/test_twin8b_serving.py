@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from ddbench import prom
-from ddbench.launch import server_command
-from ddbench.profile import load_profile
+from containers.launch import server_command
+from ddbench.core import prom
+from ddbench.core.profile import load_profile
 
 REPO = Path(__file__).resolve().parents[3]
 PROFILES = {"refengine": "h200-twin8b", "sglang": "h200-twin8b-sglang"}

@@ -2,9 +2,9 @@
 
 import json
 
-from ddbench.profile import Profile
-from ddbench.records import CellStatus, RequestRecord
-from ddbench.results import write_json_atomic, write_text_atomic
+from ddbench.core.profile import Profile
+from ddbench.core.records import CellStatus, RequestRecord
+from ddbench.core.results import write_json_atomic, write_text_atomic
 
 MS = 1_000_000
 T0 = 10_000 * MS

@@ -9,8 +9,8 @@ from handrun import MS, T0, profile, rec
 
 from analysis import compare, ingest, metrics, stats
 from analysis.analyze import SLIM
-from ddbench.records import CellStatus, RequestRecord
-from ddbench.results import cell_name, write_json_atomic, write_text_atomic
+from ddbench.core.records import CellStatus, RequestRecord
+from ddbench.core.results import cell_name, write_json_atomic, write_text_atomic
 
 ARMS = [{"id": "ar", "kind": "ar"}, {"id": "linear-b4", "kind": "linear", "block_size": 4},
         {"id": "chain-b4", "kind": "chain", "block_size": 4},

@@ -9,8 +9,8 @@ from handrun import profile, rec
 
 from analysis.checks import FAIL, NA, PASS, _chain_steps
 from analysis.ingest import load
-from ddbench.records import CellStatus
-from ddbench.results import write_json_atomic, write_text_atomic
+from ddbench.core.records import CellStatus
+from ddbench.core.results import write_json_atomic, write_text_atomic
 
 pytestmark = pytest.mark.unit
 

@@ -133,8 +133,8 @@ def test_telemetry_without_gpu_says_why(tmp_path):
 
 
 def test_cell_without_any_record_is_reported_not_fatal(hand_run):
-    from ddbench.records import CellStatus
-    from ddbench.results import write_json_atomic
+    from ddbench.core.records import CellStatus
+    from ddbench.core.results import write_json_atomic
     st = CellStatus(arm="tree-b4-k2", concurrency=1, repetition=2, status="failed",
                     reason="server did not come up: CUDA out of memory")
     write_json_atomic(hand_run / "tree-b4-k2" / "c1-r2" / "status.json", st.model_dump(mode="json"))

@@ -115,7 +115,7 @@ def test_ingest_and_metrics_agree_on_window(synth_run):
 def test_ablation_arms_are_compared_beside_the_deployable_baseline_never_instead(monkeypatch):
     from types import SimpleNamespace
 
-    from ddbench.profile import Profile
+    from ddbench.core.profile import Profile
 
     p = Profile.model_validate({
         "name": "hand", "backend": {"kind": "sglang"}, "models": {"target": "t", "drafter": "d"},

@@ -247,8 +247,8 @@ def test_profile_dir_resolves_to_newest_finished_run(tmp_path):
 
 
 def test_relative_compare_with_is_from_the_repo_root(tmp_path, monkeypatch):
-    import ddbench.profile
-    monkeypatch.setattr(ddbench.profile, "REPO_ROOT", tmp_path)
+    import ddbench.core.profile
+    monkeypatch.setattr(ddbench.core.profile, "REPO_ROOT", tmp_path)
     run = _fake_run(tmp_path / "results" / "h200-tiny" / "20261101T000000Z-aaaaaa")
     assert crosscheck.locate(tmp_path / "x", "results/h200-tiny", None) == run
 

@@ -7,7 +7,7 @@ import pytest
 
 from analysis import gpu_time
 from containers.kernel_time import busy, read_trace
-from ddbench.records import RequestRecord
+from ddbench.core.records import RequestRecord
 
 
 def test_busy_time_is_the_union_of_the_gpu_events():

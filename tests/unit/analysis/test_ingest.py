@@ -107,7 +107,7 @@ def test_packed_runs_read_the_same(tmp_path):
     """`ddbench pack` gzips records, /metrics scrapes, server logs and telemetry in place (twice
     gives the same bytes); ingest reads every table of them unchanged."""
     from analysis.synth import Plan, write_run
-    from ddbench.results import PACKED, RunDir, pack
+    from ddbench.core.results import PACKED, RunDir, pack
 
     run = write_run(tmp_path, Plan(concurrency=[1], repetitions=1, requests_per_user=5, prompts=4,
                                    failed_cell=None))

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from analysis import recommend
-from ddbench.profile import Profile
+from ddbench.core.profile import Profile
 from report import front
 
 ARMS = [{"id": "ar", "kind": "ar"}, {"id": "linear-b16", "kind": "linear", "block_size": 16},

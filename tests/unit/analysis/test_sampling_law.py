@@ -10,7 +10,7 @@ import torch
 from scipy import stats
 
 from analysis import sampling_law as sl
-from ddbench.profile import Sampling, load_profile
+from ddbench.core.profile import Sampling, load_profile
 from refengine.plan import Plan
 
 torch.set_num_threads(1)

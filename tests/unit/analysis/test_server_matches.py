@@ -5,7 +5,7 @@ import numpy as np
 
 from analysis.checks import FAIL, NA, PASS, SERVER_MATCHES, server_matches
 from analysis.recommend import BARRING
-from ddbench.profile import Arm
+from ddbench.core.profile import Arm
 
 AR = Arm(id="ar", kind="ar", url="http://127.0.0.1:30000")
 LINEAR = Arm(id="linear-b16", kind="linear", block_size=16, url="http://127.0.0.1:30001")

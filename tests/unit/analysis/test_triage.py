@@ -11,8 +11,8 @@ import pytest
 
 from analysis import checks, ingest
 from analysis import triage as tr
-from ddbench.profile import REPO_ROOT, Profile
-from ddbench.records import RequestRecord
+from ddbench.core.profile import REPO_ROOT, Profile
+from ddbench.core.records import RequestRecord
 
 TARGET = REPO_ROOT / tr.THRESHOLD_MODEL
 pytestmark = pytest.mark.skipif(not (TARGET / "model.safetensors").is_file(), reason="the shipped target is absent")

@@ -9,8 +9,8 @@ import pytest
 
 from containers.h200 import diagnostics
 from containers.h200.diagnostics import judge_steps, parse_steps, with_flags
-from ddbench.launch import max_running_requests, server_command
-from ddbench.profile import load_profile
+from containers.launch import max_running_requests, server_command
+from ddbench.core.profile import load_profile
 
 pytestmark = pytest.mark.unit
 

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from containers import external, sweep
-from ddbench.profile import load_profile
-from ddbench.records import CellStatus
-from ddbench.results import STATUS, write_json_atomic
+from ddbench.core.profile import load_profile
+from ddbench.core.records import CellStatus
+from ddbench.core.results import STATUS, write_json_atomic
 
 KEY = "sk-test-7f3a9c1e5b"
 METRICS = """# HELP sglang:generation_tokens_total Number of generation tokens processed.

@@ -6,7 +6,7 @@ import pytest
 
 from containers import gpu_memory
 from containers.gpu_memory import GpuMemoryError
-from ddbench.profile import load_profile
+from ddbench.core.profile import load_profile
 
 GIB = 2 ** 30
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from containers.h200 import device, diagnostics
-from ddbench.profile import load_profile
+from ddbench.core.profile import load_profile
 
 pytestmark = pytest.mark.unit
 
@@ -47,7 +47,7 @@ def test_the_two_sides_differ_only_by_the_fork_site(sites):
 def test_the_stage_profiler_goes_on_one_arm_only(tmp_path):
     p = load_profile("h200-sglang-ddtree")
     labelled = diagnostics.with_stage_profiler(p, p.arm("tree-b31-k31"), tmp_path / "s.jsonl", 10, 0)
-    from ddbench.launch import server_command
+    from containers.launch import server_command
 
     argv = server_command(labelled, labelled.arm("tree-b31-k31")).argv
     i = argv.index("--speculative-ddtree-profile-output")

@@ -276,7 +276,7 @@ def test_the_run_manifest_names_the_bundles_and_the_sglang_that_serves(tmp_path,
     import importlib
     import sys
 
-    from ddbench import manifest
+    from ddbench.core import manifest
 
     stock, shadow = tmp_path / "site-sglang", tmp_path / "site-sglang-ddtree"
     for site, layer in ((stock, "sglang"), (shadow, "sglang-ddtree")):

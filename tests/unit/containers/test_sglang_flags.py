@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from containers.launch import sglang_command
 from containers.sglang_flags import (
     DDTREE_OVERLAY,
     FLAGS_DIR,
@@ -12,8 +13,7 @@ from containers.sglang_flags import (
     server_argv,
     validate,
 )
-from ddbench.launch import sglang_command
-from ddbench.profile import PROFILES_DIR, Profile, load_profile
+from ddbench.core.profile import PROFILES_DIR, Profile, load_profile
 
 LAUNCH = ["python3", "-m", "sglang.launch_server"]
 SGLANG_PROFILES = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml")

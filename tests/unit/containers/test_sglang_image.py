@@ -19,7 +19,7 @@ from containers import images
 from containers.sglang import gpuarch
 from containers.sglang_pin import pin
 from containers.sglang_source import export
-from ddbench.profile import PROFILES_DIR, load_profile
+from ddbench.core.profile import PROFILES_DIR, load_profile
 
 pytestmark = pytest.mark.unit
 SGLANG = Path(images.HERE) / "sglang"

@@ -11,7 +11,7 @@ from containers.h200 import fork, lock
 from containers.h200.layers import SGLANG, canonical
 from containers.sglang_flags import FLAGS_DIR, load_table, table_for
 from containers.sglang_pin import PIN_FILE, WHEELS, PinError, parse, pin
-from ddbench.profile import PROFILES_DIR, load_profile
+from ddbench.core.profile import PROFILES_DIR, load_profile
 
 pytestmark = pytest.mark.unit
 

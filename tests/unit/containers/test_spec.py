@@ -1,9 +1,9 @@
 import pytest
 
 from containers.docker_runtime import run_kwargs, server_host
+from containers.launch import server_command
 from containers.spec import HF_CACHE_MOUNT, LABEL, WORKDIR, build_spec, container_name
-from ddbench.launch import server_command
-from ddbench.profile import REPO_ROOT, Profile, load_profile
+from ddbench.core.profile import REPO_ROOT, Profile, load_profile
 
 
 def refengine_docker(**over) -> Profile:

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from containers import sweep
-from ddbench import schedule
-from ddbench.profile import load_profile
-from ddbench.records import CellStatus
-from ddbench.results import RunDir
+from ddbench.core import schedule
+from ddbench.core.profile import load_profile
+from ddbench.core.records import CellStatus
+from ddbench.core.results import RunDir
 
 
 class _Server:

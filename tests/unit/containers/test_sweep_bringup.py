@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from containers import gpu_memory, sweep
 from containers.ready import BringUpError
-from ddbench.profile import load_profile
+from ddbench.core.profile import load_profile
 
 GIB = 2 ** 30
 NO_GPU = SimpleNamespace(backend=SimpleNamespace(kind="refengine"))

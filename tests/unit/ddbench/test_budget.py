@@ -4,11 +4,12 @@ digest), and a sweep it stops leaves the rest for --resume, saying so."""
 
 import pytest
 
-from ddbench import budget, reproduce
-from ddbench.manifest import start_run
-from ddbench.profile import ProfileError, load_profile
-from ddbench.records import CellStatus
-from ddbench.results import REDO, STATUS, RunDir, write_json_atomic
+from ddbench import reproduce
+from ddbench.core import budget
+from ddbench.core.manifest import start_run
+from ddbench.core.profile import ProfileError, load_profile
+from ddbench.core.records import CellStatus
+from ddbench.core.results import REDO, STATUS, RunDir, write_json_atomic
 
 
 class Clock:

@@ -1,7 +1,8 @@
 import pytest
 
-from ddbench import builds, cli
-from ddbench.profile import load_profile
+from ddbench import cli
+from ddbench.core import builds
+from ddbench.core.profile import load_profile
 from ddbench.reproduce import problems
 
 TREE = "arms=[{id: ar, kind: ar}, {id: tree-b15-k8, kind: tree, block_size: 16, budget: 15, topk: 8}]"

@@ -6,8 +6,8 @@ import pytest
 
 from containers.docker_runtime import run_kwargs
 from containers.spec import build_spec
-from ddbench.cpus import parse, pinner, usable
-from ddbench.profile import ProfileError, load_profile
+from ddbench.core.cpus import parse, pinner, usable
+from ddbench.core.profile import ProfileError, load_profile
 
 pytestmark = pytest.mark.unit
 

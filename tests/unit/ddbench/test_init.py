@@ -6,9 +6,9 @@ import socket
 
 import pytest
 
+from containers.launch import server_command
 from ddbench import cli
-from ddbench.launch import server_command
-from ddbench.profile import PROFILES_DIR, REPO_ROOT, load_profile
+from ddbench.core.profile import PROFILES_DIR, REPO_ROOT, load_profile
 
 TARGET, DRAFTER = "models/qwen3-stdlib-13m", "models/qwen3-stdlib-13m-dflash-b16"
 SHIPPED_ARMS = ["ar", "linear-b16", "chain-b15", "tree-b15-k8", "tree-b15-k15", "tree-b63-k63"]

@@ -1,5 +1,5 @@
-from ddbench.launch import server_command, sglang_effective_topk
-from ddbench.profile import load_profile
+from containers.launch import server_command, sglang_effective_topk
+from ddbench.core.profile import load_profile
 
 
 def flag(argv, name):

@@ -3,10 +3,10 @@ as --speculative-ddtree-topk, chains and capped trees included, no top-k env; bu
 
 import pytest
 
+from containers.launch import server_command
 from containers.sglang_flags import check_profile, table_for
 from containers.sglang_pin import pin
-from ddbench.launch import server_command
-from ddbench.profile import ProfileError, load_profile
+from ddbench.core.profile import ProfileError, load_profile
 
 pytestmark = pytest.mark.unit
 

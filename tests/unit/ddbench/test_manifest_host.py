@@ -1,6 +1,6 @@
 import pytest
 
-from ddbench.manifest import _cpuinfo, cpu_id
+from ddbench.core.manifest import _cpuinfo, cpu_id
 
 pytestmark = pytest.mark.unit
 

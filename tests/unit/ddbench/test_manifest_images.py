@@ -3,8 +3,8 @@ import types
 
 import pytest
 
-from ddbench.manifest import image_records
-from ddbench.profile import load_profile
+from ddbench.core.manifest import image_records
+from ddbench.core.profile import load_profile
 
 pytestmark = pytest.mark.unit
 

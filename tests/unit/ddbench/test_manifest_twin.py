@@ -2,9 +2,9 @@
 
 import json
 
-from ddbench.manifest import start_run
-from ddbench.profile import load_profile
-from ddbench.results import RunDir
+from ddbench.core.manifest import start_run
+from ddbench.core.profile import load_profile
+from ddbench.core.results import RunDir
 
 TWIN = {"version": 1, "shape": "qwen3-8b", "numbers": {"hidden_size": 4096}, "seed": 3, "dtype": "bf16",
         "files": {"target/config.json": "aa", "drafter/config.json": "bb"},

@@ -3,10 +3,10 @@
 import pytest
 
 from ddbench import cli, reproduce
-from ddbench.manifest import start_run
-from ddbench.overrides import OverrideError, parse
-from ddbench.profile import ProfileError, load_profile
-from ddbench.results import RunDir
+from ddbench.core.manifest import start_run
+from ddbench.core.overrides import OverrideError, parse
+from ddbench.core.profile import ProfileError, load_profile
+from ddbench.core.results import RunDir
 
 
 def test_values_are_yaml_and_paths_dotted():

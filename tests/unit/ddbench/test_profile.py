@@ -1,6 +1,6 @@
 import pytest
 
-from ddbench.profile import PROFILES_DIR, ProfileError, load_profile
+from ddbench.core.profile import PROFILES_DIR, ProfileError, load_profile
 
 
 def error_of(path) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ddbench.profile import REPO_ROOT, Profile, ProfileError, load_profile
+from ddbench.core.profile import REPO_ROOT, Profile, ProfileError, load_profile
 
 
 def test_compare_with_loads_as_written(write_profile):

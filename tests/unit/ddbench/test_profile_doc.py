@@ -1,13 +1,13 @@
 """docs/profile.md is generated from the profile schema, and kept current."""
 
-from ddbench import profile as P
+from ddbench.core import profile as P
 from ddbench.profile_doc import COMMAND, DOC_PATH, SECTIONS, main, render
 
 
 def test_docs_profile_md_is_current():
     assert DOC_PATH.is_file(), f"{DOC_PATH} is missing; run: {COMMAND}"
     assert DOC_PATH.read_text(encoding="utf-8") == render(), \
-        f"docs/profile.md is not current with ddbench/profile.py; run: {COMMAND}"
+        f"docs/profile.md is not current with ddbench/core/profile.py; run: {COMMAND}"
 
 
 def test_every_field_of_every_model_is_documented():

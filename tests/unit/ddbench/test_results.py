@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from ddbench.manifest import finish_run, start_run
-from ddbench.profile import load_profile
-from ddbench.results import RunDir, parse_cell_name, redact, write_json_atomic, write_text_atomic
+from ddbench.core.manifest import finish_run, start_run
+from ddbench.core.profile import load_profile
+from ddbench.core.results import RunDir, parse_cell_name, redact, write_json_atomic, write_text_atomic
 
 
 def test_atomic_write_keeps_old_content_on_failure(tmp_path, monkeypatch):
@@ -113,7 +113,7 @@ def test_manifest_records_the_checkpoints_contents(tmp_path, write_profile):
 
 
 def test_a_run_packed_then_resumed_keeps_both_slices_of_its_server_log(tmp_path):
-    from ddbench.results import RunDir, pack, read_run_text
+    from ddbench.core.results import RunDir, pack, read_run_text
 
     run = RunDir.create("p", root=tmp_path)
     log = run.path / "ar" / "server.log"
@@ -129,7 +129,7 @@ def test_a_run_packed_then_resumed_keeps_both_slices_of_its_server_log(tmp_path)
 
 
 def test_git_state_names_the_sent_commit_when_the_copy_says_so(monkeypatch):
-    from ddbench.manifest import git_state
+    from ddbench.core.manifest import git_state
     monkeypatch.delenv("DDBENCH_GIT_SHA", raising=False)
     assert "from" not in git_state()
     monkeypatch.setenv("DDBENCH_GIT_SHA", "a" * 40)

@@ -5,10 +5,10 @@ leaves a repetition pairing cells of two slices."""
 import pytest
 
 from ddbench import reproduce
-from ddbench.manifest import start_run
-from ddbench.profile import load_profile
-from ddbench.records import CellStatus
-from ddbench.results import REDO, STATUS, RunDir, write_json_atomic
+from ddbench.core.manifest import start_run
+from ddbench.core.profile import load_profile
+from ddbench.core.records import CellStatus
+from ddbench.core.results import REDO, STATUS, RunDir, write_json_atomic
 
 
 def _write(run, arm, c, r, status="ok"):

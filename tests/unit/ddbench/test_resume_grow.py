@@ -2,10 +2,10 @@
 
 import pytest
 
-from ddbench.manifest import start_run
-from ddbench.profile import ProfileError, load_profile
+from ddbench.core.manifest import start_run
+from ddbench.core.profile import ProfileError, load_profile
+from ddbench.core.results import RunDir
 from ddbench.reproduce import extension, open_resumed, pending_cells
-from ddbench.results import RunDir
 
 
 def reps(n):

@@ -1,5 +1,5 @@
-from ddbench import settings
-from ddbench.profile import load_profile
+from ddbench.core import settings
+from ddbench.core.profile import load_profile
 
 
 def deployable(d):
@@ -46,8 +46,8 @@ def test_the_reference_engine_has_no_build_settings(write_profile):
 
 
 def test_a_run_records_its_arms_settings_and_page_one_reads_the_record(write_profile, tmp_path):
-    from ddbench.manifest import build_manifest
-    from ddbench.results import RunDir
+    from ddbench.core.manifest import build_manifest
+    from ddbench.core.results import RunDir
 
     p = load_profile(write_profile(deployable))
     m = build_manifest(p, "profile.yaml", RunDir(tmp_path / "run"))

@@ -3,8 +3,8 @@ run reached (duration-bound cells) is not a difference, a run that shares none i
 
 import json
 
-from ddbench.records import Chunk, RequestRecord, Usage
-from ddbench.results import RunDir
+from ddbench.core.records import Chunk, RequestRecord, Usage
+from ddbench.core.results import RunDir
 from ddbench.verify import compare
 from loadtests.recorder import RecordFile
 

@@ -9,10 +9,10 @@ import statistics
 import pytest
 from pydantic import ValidationError
 
-from ddbench.profile import REPO_ROOT, Workload
-from ddbench.prompts import PromptSetError, load_prompt_set
-from ddbench.random_prompts import _tokenizer, maker
+from ddbench.core.profile import REPO_ROOT, Workload
+from ddbench.core.prompts import PromptSetError, load_prompt_set
 from loadtests.plan import output_target
+from loadtests.random_prompts import _tokenizer, maker
 from report.build import RANDOM_CAVEAT, workload_notes
 
 SHIPPED = str(REPO_ROOT / "models" / "qwen3-stdlib-13m")
@@ -130,7 +130,7 @@ def test_the_report_caveat_appears_exactly_when_random_prompts_were_used():
 
 def test_ingest_carries_the_targets_beside_usage(tmp_path):
     from analysis import ingest
-    from ddbench.records import Chunk, RequestRecord, Usage
+    from ddbench.core.records import Chunk, RequestRecord, Usage
 
     def rec(i, target_in, target_out):
         return RequestRecord(request_id=f"r{i}", arm="ar", concurrency=1, repetition=1, warmup=False,

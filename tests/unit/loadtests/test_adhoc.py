@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from ddbench.records import CellStatus, Chunk, RequestRecord, Usage
-from ddbench.results import write_json_atomic
+from ddbench.core.records import CellStatus, Chunk, RequestRecord, Usage
+from ddbench.core.results import write_json_atomic
 from loadtests.adhoc import PHASES, Phases, materialize
 from loadtests.recorder import RecordFile, read_records
 

@@ -1,5 +1,5 @@
-from ddbench.profile import Load
-from ddbench.records import RequestRecord
+from ddbench.core.profile import Load
+from ddbench.core.records import RequestRecord
 from loadtests.cell import judge, window
 
 

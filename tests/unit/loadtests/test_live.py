@@ -2,7 +2,7 @@
 
 import pytest
 
-from ddbench.records import Chunk, RequestRecord, Usage
+from ddbench.core.records import Chunk, RequestRecord, Usage
 from loadtests.live import LiveStats, ServerCounters, fact, summary, table
 
 T0 = 1_000.0   # wall clock of the load's start, s

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ddbench.profile import Load, Workload
+from ddbench.core.profile import Load, Workload
 from loadtests.options import OPTIONS, OptionError, add_options, cell_argv, settings
 
 

@@ -3,7 +3,7 @@ from itertools import islice, pairwise
 
 import pytest
 
-from ddbench.prompts import Message, Prompt
+from ddbench.core.prompts import Message, Prompt
 from loadtests import plan
 
 

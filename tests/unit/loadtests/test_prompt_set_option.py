@@ -4,8 +4,8 @@ import argparse
 
 import pytest
 
-from ddbench.profile import REPO_ROOT, Load, Workload
-from ddbench.prompts import load_prompt_set
+from ddbench.core.profile import REPO_ROOT, Load, Workload
+from ddbench.core.prompts import load_prompt_set
 from loadtests.options import OptionError, add_options, cell_argv, settings
 
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from ddbench.prompts import PromptSetError, load_prompts
+from ddbench.core.prompts import PromptSetError, load_prompts
 
 PROMPTS = Path(__file__).resolve().parents[3] / "loadtests" / "prompts"
 STUDY_CATEGORIES = {"code", "explanation", "arithmetic", "json", "creative"}

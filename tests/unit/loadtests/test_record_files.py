@@ -1,6 +1,6 @@
 import pytest
 
-from ddbench.records import Chunk, RequestRecord
+from ddbench.core.records import Chunk, RequestRecord
 from loadtests.recorder import RecordFile, read_records, record_path
 
 
@@ -40,7 +40,7 @@ def test_a_malformed_record_line_is_named(tmp_path):
 
 
 def test_packed_records_are_read(tmp_path):
-    from ddbench.results import RunDir, pack
+    from ddbench.core.results import RunDir, pack
 
     run = RunDir.create("p", root=tmp_path)
     cell = run.cell_dir("ar", 1, 1)

@@ -2,8 +2,8 @@
 
 import json
 
-from ddbench.prompts import Prompt
-from ddbench.records import RequestRecord
+from ddbench.core.prompts import Prompt
+from ddbench.core.records import RequestRecord
 from loadtests.client import chat_body, take
 
 PROMPT = Prompt(id="p", category="c", messages=[{"role": "user", "content": "hi"}])

@@ -10,7 +10,7 @@ import pytest
 from matplotlib.container import ErrorbarContainer
 
 from analysis import metrics, standings, stats
-from ddbench.profile import Profile, load_profile
+from ddbench.core.profile import Profile, load_profile
 from report import budgets, figures, verdict
 
 SETTINGS = [{"temperature": 0}, {"temperature": 0.7, "top_p": 0.95}]

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from matplotlib.container import ErrorbarContainer
 
-from ddbench.profile import Arm, Sampling
+from ddbench.core.profile import Arm, Sampling
 from report import figures
 from report.summary import tau_across_concurrency
 
@@ -30,7 +30,7 @@ EAGER_ROWS = [*ROWS, ("tree-b15-k8-eager", "tree", 1, 6.27, 6.00, 6.60), ("tree-
 
 
 def _profile(arms, backend="refengine", cpu=False):
-    def cuda_graphs(arm):   # as ddbench.profile.Profile.cuda_graphs: never on a CPU, else the arm's or True
+    def cuda_graphs(arm):   # as ddbench.core.profile.Profile.cuda_graphs: never on a CPU, else the arm's or True
         return False if cpu else arm.cuda_graphs is not False
     return SimpleNamespace(arms=arms, cuda_graphs=cuda_graphs, backend=SimpleNamespace(kind=backend),
                            sampling_for=lambda _: Sampling(), arm=lambda i: next(x for x in arms if x.id == i))

@@ -25,7 +25,7 @@ def test_an_ablation_arm_is_shown_never_recommended_and_never_the_ar_reference()
 
     import pandas as pd
 
-    from ddbench.profile import Profile
+    from ddbench.core.profile import Profile
 
     profile = Profile.model_validate({
         "name": "hand", "backend": {"kind": "sglang"}, "models": {"target": "t", "drafter": "d"},

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from analysis.headroom import FILES
-from ddbench.profile import Arm
+from ddbench.core.profile import Arm
 from report import headroom
 
 ARMS = [Arm(id="ar", kind="ar"), Arm(id="linear-b16", kind="linear", block_size=16),

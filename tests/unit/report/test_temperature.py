@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from matplotlib.container import ErrorbarContainer
 
-from ddbench.profile import Profile, load_profile
+from ddbench.core.profile import Profile, load_profile
 from report import figures, temperature
 
 SETTINGS = [{"temperature": 0}, {"temperature": 0.7, "top_p": 0.95}]

@@ -10,7 +10,7 @@ import pandas as pd
 
 from analysis import compare, stats
 from analysis.headroom import FILES
-from ddbench.profile import Profile
+from ddbench.core.profile import Profile
 from report import verdict
 from report.tex import environment
 

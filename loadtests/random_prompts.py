@@ -21,8 +21,8 @@ import random
 from functools import lru_cache
 from pathlib import Path
 
-from ddbench.profile import Length, repo_path
-from ddbench.prompts import Message, Prompt, PromptSetError, RandomPrompts
+from ddbench.core.profile import Length, repo_path
+from ddbench.core.prompts import Message, Prompt, PromptSetError, RandomPrompts
 
 CATEGORY = "random"
 ADJUSTMENTS = 64   # rounds of cut/extend before a fresh draw; a few suffice in practice

@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from ddbench import schedule, settings
-from ddbench.profile import REPO_ROOT, Profile, repo_path
-from ddbench.prompts import PromptSetError, prompt_set_digest, source_records
-from ddbench.results import RunDir, declare_secret_env, redact_env, write_json_atomic
+from ddbench.core import schedule, settings
+from ddbench.core.profile import REPO_ROOT, Profile, repo_path
+from ddbench.core.prompts import PromptSetError, prompt_set_digest, source_records
+from ddbench.core.results import RunDir, declare_secret_env, redact_env, write_json_atomic
 from loadtests.plan import PROMPT_ORDER
 
 KEY_PACKAGES = ("ddbench", "torch", "transformers", "tokenizers", "safetensors", "sglang", "locust",

@@ -3,7 +3,7 @@
 Both backends take SGLang's flag names, so the reference engine is a drop-in stand-in.
 Each arm runs as it would be deployed: the settings a build forces on some arms (overlap
 scheduler, page size, attention backend) go to those arms only, and every arm's values and
-reasons come from one table (ddbench/settings.py).
+reasons come from one table (ddbench/core/settings.py).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ddbench import settings
-from ddbench.profile import Arm, Profile, repo_path
+from ddbench.core import settings
+from ddbench.core.profile import Arm, Profile, repo_path
 
 DEFAULT_PORT = 30000
 

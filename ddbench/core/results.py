@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ddbench.profile import REPO_ROOT
-from ddbench.records import RequestRecord
+from ddbench.core.profile import REPO_ROOT
+from ddbench.core.records import RequestRecord
 
 RESULTS_ROOT = REPO_ROOT / "results"
 MANIFEST = "manifest.json"

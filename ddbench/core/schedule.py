@@ -43,7 +43,7 @@ GPU_SHARE = 0.9
 
 
 class Profile(Protocol):
-    """What the schedule reads of a profile (ddbench.profile.Profile is one). The schedule sits below the
+    """What the schedule reads of a profile (ddbench.core.profile.Profile is one). The schedule sits below the
     profile: the profile's load.schedule field takes its Mode from here, and Profile.cells() is order()."""
 
     load: Any          # .schedule (a Mode), .concurrency, .repetitions

@@ -4,7 +4,7 @@ A fair comparison runs each arm as it would be deployed. Where the build forces 
 arms (SGLang cannot overlap DFLASH or DDTree steps; DDTree needs page size 1 and, for a real tree,
 the triton attention backend), only those arms get it; every other arm keeps the server's default
 or the profile's choice. A switch held equal for symmetry alone is an ablation arm
-(`ablation:`), never the headline. The launch commands (ddbench/launch.py) read this one table, and a
+(`ablation:`), never the headline. The launch commands (containers/launch.py) read this one table, and a
 run's manifest records it (`arm_settings`), whose differences page 1 lists.
 """
 

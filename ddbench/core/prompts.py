@@ -12,7 +12,7 @@ to <file stem>-<line number> and its category to the file stem.
 A source may also be 'pypi:<distribution>', a public benchmark that an installed package ships
 (PACKAGES), read from the installed package at run time so that no copy of it lives here, or 'random'
 ('random:<count>'), prompts of random tokens at lengths drawn from the workload's input distribution
-(ddbench/random_prompts.py makes them; the reader is passed in, as it needs the target's tokenizer and
+(loadtests/random_prompts.py makes them; the reader is passed in, as it needs the target's tokenizer and
 the load seed). A workload's prompt_set is one source or a list of them, concatenated in order; prompt
 ids must not repeat across sources.
 """
@@ -30,8 +30,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ddbench.profile import is_random_source, repo_path
-from ddbench.validation import first_error
+from ddbench.core.profile import is_random_source, repo_path
+from ddbench.core.validation import first_error
 
 PACKAGE_PREFIX = "pypi:"
 # the random prompts' maker and version: a change that makes other prompts from the same seed must change it
@@ -195,7 +195,7 @@ def _package_data(source: str) -> tuple[Package, str, bytes]:
 
 Resolve = Callable[[str], Path]
 PromptSet = str | Path | list[str]   # a workload's prompt_set: one source, or several
-RandomPrompts = Callable[[int], list[Prompt]]   # count -> random prompts (ddbench.random_prompts.maker)
+RandomPrompts = Callable[[int], list[Prompt]]   # count -> random prompts (loadtests.random_prompts.maker)
 
 DEFAULT_RANDOM_COUNT = 256   # distinct random prompts of a bare 'random' source; a cell cycles through them
 
