@@ -10,11 +10,11 @@ import sys
 
 import pandas as pd
 
-from analysis import checks
 from analysis.analyze import BOOTSTRAP, analyze, write_tables
-from analysis.compare import MismatchError
-from analysis.ingest import IngestError
-from analysis.manifest import ManifestError
+from analysis.estimate.compare import MismatchError
+from analysis.read.ingest import IngestError
+from analysis.read.manifest import ManifestError
+from analysis.trust import checks
 
 
 def main(argv: list[str] | None = None) -> int:

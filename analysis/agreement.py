@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import compare, stats
+from analysis.estimate import compare, stats
 from ddbench.core.results import MANIFEST, TABLES, read_json
 
 COLUMNS = ["arm", "baseline", "concurrency", "a", "a_lo", "a_hi", "b", "b_lo", "b_hi", "a_holds_b", "b_holds_a",

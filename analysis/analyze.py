@@ -9,23 +9,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from analysis import (
-    agreement,
-    checks,
-    compare,
-    correctness,
-    crosscheck,
-    gpu_time,
-    ingest,
-    metrics,
-    recommend,
-    rounds,
-    stability,
-    stagecost,
-    stationarity,
-    triage,
-)
+from analysis import agreement, recommend, triage
+from analysis.diagnose import gpu_time, stagecost
+from analysis.estimate import compare, metrics, rounds
 from analysis.outcome import TABLE_NAMES, Analysis
+from analysis.read import ingest
+from analysis.trust import checks, correctness, crosscheck, stability, stationarity
 from ddbench.core.results import TABLES, write_bytes_atomic
 
 BOOTSTRAP = 1000

@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--topk", type=int, help="tree top-k (default: the profile's tree arms')")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default %(default)s)")
     a = ap.parse_args(argv)
-    from analysis.manifest import ManifestError, load_manifest
+    from analysis.read.manifest import ManifestError, load_manifest
     from ddbench.core.profile import repo_path
     from ddbench.core.results import RunDir
     torch.set_num_threads(a.threads)

@@ -1,6 +1,6 @@
 """What the analysis of one run holds (Analysis), and the cross-check against another run it may carry.
 
-One home for these result types: analysis.analyze builds an Analysis, analysis.crosscheck reads two of
+One home for these result types: analysis.analyze builds an Analysis, analysis.trust.crosscheck reads two of
 them and builds a CrossCheck, and the report reads both; none of them needs the others' code.
 """
 
@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from analysis import ingest, triage
+from analysis import triage
+from analysis.read import ingest
 
 TABLE_NAMES = ("crosscheck", "crosscheck_throughput", "crosscheck_sides", "crosscheck_notes", "crosscheck_verdicts")
 
@@ -47,19 +48,19 @@ class Analysis:
     lossless: pd.DataFrame
     lossless_note: str | None
     checks: pd.DataFrame
-    drift: pd.DataFrame = field(default_factory=pd.DataFrame)      # the run's drift rate (analysis.stability)
+    drift: pd.DataFrame = field(default_factory=pd.DataFrame)      # the run's drift rate (analysis.trust.stability)
     gpu_band: pd.DataFrame = field(default_factory=pd.DataFrame)   # per cell: SM clock and power vs the run's band
     host_cpu: pd.DataFrame = field(default_factory=pd.DataFrame)   # per cell: other work on the host, in cores
     stage_cost: pd.DataFrame = field(default_factory=pd.DataFrame)  # SGLang DDTree's step split (a diagnostic)
     between_runs: pd.DataFrame = field(default_factory=pd.DataFrame)  # each ratio against this plan's other runs
     stationarity: pd.DataFrame = field(default_factory=pd.DataFrame)  # each ratio's step or trend over the run
-    rounds: pd.DataFrame = field(default_factory=pd.DataFrame)     # each ratio from the rounds (analysis.rounds)
-    gpu_time: pd.DataFrame = field(default_factory=pd.DataFrame)   # GPU vs wall time per token (analysis.gpu_time)
+    rounds: pd.DataFrame = field(default_factory=pd.DataFrame)     # each ratio from the rounds (estimate.rounds)
+    gpu_time: pd.DataFrame = field(default_factory=pd.DataFrame)   # GPU vs wall time per token (diagnose.gpu_time)
     recommendation: pd.DataFrame = field(default_factory=pd.DataFrame)  # what to deploy (analysis.recommend)
     boots: dict = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    crosscheck: CrossCheck | None = None   # against the run named by compare_with (analysis.crosscheck)
+    crosscheck: CrossCheck | None = None   # against the run named by compare_with (analysis.trust.crosscheck)
     triage: triage.Triage | None = None    # T=0 divergences: numerical ties or failures (analysis.triage)
 
     @property

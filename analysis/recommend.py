@@ -16,7 +16,7 @@ import re
 
 import pandas as pd
 
-from analysis import standings
+from analysis.estimate import standings
 
 KIND_RANK = {"ar": 0, "linear": 1, "chain": 2, "tree": 3}
 MIN_PAIRS = 2

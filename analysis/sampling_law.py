@@ -2,7 +2,7 @@
 of every speculative arm against the exact AR law, computed from the target.
 
 Offline, fp32 on the CPU, for a run's (or a profile's) pair and prompt set, under each T > 0 sampling setting
-of the profile (T = 0 is checked token for token elsewhere: analysis.correctness, `just verify`).
+of the profile (T = 0 is checked token for token elsewhere: analysis.trust.correctness, `just verify`).
 
   the exact law   p(t1) p(t2 | t1) ... p(tk | t1..tk-1), each factor the target's distribution after
                   temperature, top-k and top-p (refengine.sampling.probs, the engine's own rule), from one
@@ -485,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give a RUN_DIR or --profile, not both")
     if a.profile and not a.out:
         ap.error("--profile needs --out")
-    from analysis.manifest import ManifestError, load_manifest
+    from analysis.read.manifest import ManifestError, load_manifest
     from ddbench.core.profile import ProfileError, Sampling, load_profile
     from ddbench.core.results import RunDir
     torch.set_num_threads(1)

@@ -47,8 +47,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.correctness import T_ONLY, greedy_arms
-from analysis.manifest import twin
+from analysis.read.manifest import twin
+from analysis.trust.correctness import T_ONLY, greedy_arms
 
 # 5th percentile of the fp32 top-1/top-2 logit gap over all 46 x 128 = 5,888 positions of the shipped
 # target's (models/qwen3-stdlib-13m) greedy continuations of loadtests/prompts/chat.jsonl, 128 tokens

@@ -31,11 +31,7 @@ from collections.abc import Iterator
 
 from ddbench.core.profile import Length
 from ddbench.core.prompts import Prompt
-
-# What a manifest records of this plan, and what sibling runs must share (analysis/agreement.py): runs
-# that sent other prompts at the same profile are not repetitions of one experiment. Change it when a
-# profile's cells would send other requests.
-PROMPT_ORDER = "shuffled by seed; the same in every repetition"
+from ddbench.core.schedule import PROMPT_ORDER  # noqa: F401  (the order prompt_order keeps)
 
 
 def prompt_order(prompts: list[Prompt], seed: int) -> list[Prompt]:

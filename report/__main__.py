@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from analysis.analyze import BOOTSTRAP, analyze, write_tables
-from analysis.ingest import IngestError
-from analysis.manifest import ManifestError
+from analysis.read.ingest import IngestError
+from analysis.read.manifest import ManifestError
 from report.build import BuildError, build
 
 

@@ -1,8 +1,8 @@
 """Which tree budget: per budget family (standings.budget_families), τ and throughput at each budget B, the chain as
 budget L-1 and the linear arm as the reference, and at each C the fastest budget and whether it beats the runner-up.
 
-The families, the budget axis and the ratios are analysis.standings': each ratio is standings.pair_ratio, paired by
-repetition (the speedups table's in either direction, else computed from the cells), so this section and the
+The families, the budget axis and the ratios are analysis.estimate.standings': each ratio is standings.pair_ratio,
+paired by repetition (the speedups table's in either direction, else computed from the cells), so this section and the
 verdict's (c) name the same fastest budget with the same ratio. "Beats beyond noise" is said only from that ratio's
 interval, never read off two budgets' own intervals; a pair the analysis refused says so, with its reason."""
 
@@ -14,7 +14,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from analysis.analyze import Analysis
-from analysis.standings import MIN_BUDGETS, Family, budget_families, families, pair_ratio, points, ranked
+from analysis.estimate.standings import MIN_BUDGETS, Family, budget_families, families, pair_ratio, points, ranked
 from report.summary import verdict_words
 from report.tables import _h, latex
 from report.tex import ci, escape, num, with_ci

@@ -15,8 +15,8 @@ import pandas as pd
 import yaml
 from markupsafe import Markup
 
-from analysis import stability
 from analysis.analyze import Analysis
+from analysis.trust import stability
 from ddbench.core import budget, schedule
 from ddbench.core.profile import is_random_source
 from ddbench.core.prompts import sources

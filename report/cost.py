@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from markupsafe import Markup
 
-from analysis.bandwidth import PAPERS, ar_bandwidth
+from analysis.diagnose.bandwidth import PAPERS, ar_bandwidth
 from report.tables import latex
 from report.tex import escape, num
 

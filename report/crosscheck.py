@@ -12,12 +12,12 @@ import pandas as pd
 from markupsafe import Markup
 
 from analysis.analyze import Analysis
-from analysis.crosscheck import TAU_TOLERANCE, CrossCheck
+from analysis.trust.crosscheck import TAU_TOLERANCE, CrossCheck
 from report.tables import latex
 from report.tex import breakable, ci, escape, missing, num, with_ci
 
 NAMES = {"sglang": "SGLang", "refengine": "reference engine"}
-# why an arm's tau gap is left unjudged (analysis.crosscheck sets tau_within_tolerance to None)
+# why an arm's tau gap is left unjudged (analysis.trust.crosscheck sets tau_within_tolerance to None)
 _UNJUDGED = ("the two runs' C=1 cells sent different prompt mixes, and $\\tau$ varies from prompt to prompt by "
              "more than the tolerance")
 MARK = {"this": "A", "other": "B"}  # how the section names the two runs
@@ -261,7 +261,7 @@ def caveats(x: CrossCheck) -> list[Markup]:
 
 
 def _steps_text(src) -> str:
-    """Where a side's per-request verify steps came from (analysis.crosscheck._steps), in words."""
+    """Where a side's per-request verify steps came from (analysis.trust.crosscheck._steps), in words."""
     if not isinstance(src, str) or not src:
         return "not recorded"
     if src == "spec_verify_ct":

@@ -17,8 +17,8 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from analysis import triage as tr  # noqa: E402
 from analysis.analyze import Analysis  # noqa: E402
-from analysis.ingest import dense  # noqa: E402
-from analysis.standings import MIN_BUDGETS, Family, budget_families  # noqa: E402
+from analysis.estimate.standings import MIN_BUDGETS, Family, budget_families  # noqa: E402
+from analysis.read.ingest import dense  # noqa: E402
 
 # The report places a figure at its natural size (never scaled up; scaled down only past the text width), so 8 pt
 # here is 8 pt on the page: no text smaller than MIN_FONT, no figure wider than MAX_WIDTH inches.
@@ -389,7 +389,7 @@ def _same_setting(a: Analysis, x: str, y: str) -> bool:
     return p.sampling_for(x).label == p.sampling_for(y).label
 
 
-# ---- budget families (analysis.standings): τ and throughput against the budget ---------------------------
+# ---- budget families (analysis.estimate.standings): τ and throughput against the budget ---------------------------
 
 CHAIN_DODGE = 1.08   # x factor the chain moves left by where a tree has its budget (B = L-1)
 

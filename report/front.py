@@ -13,8 +13,8 @@ import pandas as pd
 from markupsafe import Markup
 
 from analysis import recommend as recommend_rule
-from analysis import standings, stats
-from analysis.manifest import twin
+from analysis.estimate import standings, stats
+from analysis.read.manifest import twin
 from analysis.triage import TIE
 from ddbench.core import settings
 from report.tex import ci, escape, missing, num

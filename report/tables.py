@@ -7,8 +7,9 @@ import pandas as pd
 from markupsafe import Markup
 from pylatex import LongTable, MultiColumn, NoEscape, Tabular
 
-from analysis import stability, stats
 from analysis.analyze import Analysis
+from analysis.estimate import stats
+from analysis.trust import stability
 from report.tex import escape, missing, num, with_ci
 
 MAX_BOXED_ROWS = 40    # rows a boxed tabular may have; a longer table is a longtable

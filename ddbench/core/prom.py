@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
+
+from ddbench.core.results import read_run_text
 
 # SGLang's counters (the reference engine exports the same): τ = Δ generated tokens / Δ verify calls
 GENERATED = "sglang:generation_tokens_total"
@@ -44,3 +47,9 @@ def parse(text: str, source: str = "<metrics>") -> dict[str, float]:
         if not math.isnan(v):
             out[name] = out.get(name, 0.0) + v
     return out
+
+
+def read(path: Path) -> dict[str, float] | None:
+    """A run's scrape file, parsed; None where the run has none."""
+    text = read_run_text(path)
+    return None if text is None else parse(text, str(path))

@@ -23,7 +23,7 @@ time, and linear drift cancels over two repetitions.
                     loadtests/rounds.py). A server's slow and fast states last seconds, so whole
                     cells sample a few of them and a ratio carries their spread; units of about a
                     second sample many, alike for every arm. Intervals then come from the rounds
-                    (analysis/rounds.py) as well as from the repetitions, never from both at once.
+                    (analysis/estimate/rounds.py) as well as from the repetitions, never from both at once.
 
 `auto` picks interleaved when all the servers can be up together, else per-repetition; a
 profile's `load.schedule` overrides it.
@@ -34,6 +34,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
+
+# The prompt order loadtests/plan.py keeps, as a manifest records it; sibling runs must share it
+# (analysis/agreement.py): runs that sent other prompts at the same profile are not repetitions of one
+# experiment. Change it when a profile's cells would send other requests.
+PROMPT_ORDER = "shuffled by seed; the same in every repetition"
 
 Mode = Literal["auto", "interleaved", "interleaved-fresh", "per-repetition", "arm-major", "rounds"]
 MODES = get_args(Mode)

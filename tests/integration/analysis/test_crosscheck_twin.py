@@ -5,8 +5,8 @@ arms are refused as for any two model sets."""
 import json
 
 from analysis.analyze import analyze
-from analysis.crosscheck import TWIN_NOTE
 from analysis.synth import Plan, write_run
+from analysis.trust.crosscheck import TWIN_NOTE
 from report import crosscheck as report_crosscheck
 
 FILES = {"target": {"config.json": "a1", "model.safetensors": "a2"},

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from analysis import stats
 from analysis.agreement import across, agreement, between_runs, main, pair_ratios, siblings
+from analysis.estimate import stats
 from loadtests.plan import PROMPT_ORDER
 
 

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from analysis import stats
 from analysis.agreement import siblings
+from analysis.estimate import stats
 from loadtests.plan import PROMPT_ORDER
 
 PAIR = {"target": {"path": "models/t", "sha256": "t1", "files": {}},

@@ -2,7 +2,7 @@ import math
 
 import pandas as pd
 
-from analysis.bandwidth import ar_bandwidth, weight_bytes
+from analysis.diagnose.bandwidth import ar_bandwidth, weight_bytes
 from refengine.twin import SHAPES
 
 QWEN3_8B = {k: v for k, v in vars(SHAPES["qwen3-8b"]).items()}

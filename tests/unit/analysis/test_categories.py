@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 from handrun import MS, T0, profile, rec
 
-from analysis import compare, ingest, metrics, stats
 from analysis.analyze import SLIM
+from analysis.estimate import compare, metrics, stats
+from analysis.read import ingest
 from ddbench.core.records import CellStatus, RequestRecord
 from ddbench.core.results import cell_name, write_json_atomic, write_text_atomic
 

@@ -1,4 +1,4 @@
-"""The check "chain takes linear's verify steps" (analysis.checks._chain_steps): at T=0 and C=1 a chain arm's
+"""The check "chain takes linear's verify steps" (analysis.trust.checks._chain_steps): at T=0 and C=1 a chain arm's
 content chunks (one per verify step) must be its linear arm's, prompt by prompt and repetition by repetition,
 wherever the two outputs are the same text. Hand-made runs, read back through ingest."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from handrun import profile, rec
 
-from analysis.checks import FAIL, NA, PASS, _chain_steps
-from analysis.ingest import load
+from analysis.read.ingest import load
+from analysis.trust.checks import FAIL, NA, PASS, _chain_steps
 from ddbench.core.records import CellStatus
 from ddbench.core.results import write_json_atomic, write_text_atomic
 

@@ -5,9 +5,9 @@ import json
 import pytest
 from handrun import hand_records, write_hand_run
 
-from analysis import checks
 from analysis.analyze import analyze
 from analysis.synth import Plan, write_run
+from analysis.trust import checks
 
 
 def status_of(a, check, scope=None):

@@ -3,8 +3,9 @@
 import pytest
 from handrun import profile, write_hand_run
 
-from analysis import compare, ingest, metrics
 from analysis.analyze import analyze
+from analysis.estimate import compare, metrics
+from analysis.read import ingest
 
 
 def test_refuses_different_concurrency(synth_analysis):

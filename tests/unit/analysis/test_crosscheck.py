@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from handrun import MS, T0, hand_records, profile, rec, write_hand_run
 
-from analysis import crosscheck
 from analysis.__main__ import main as analysis_main
 from analysis.analyze import analyze, write_tables
-from analysis.crosscheck import CrossCheckError
+from analysis.trust import crosscheck
+from analysis.trust.crosscheck import CrossCheckError
 
 SGLANG = {"kind": "sglang", "runtime": "local", "version": "0.5.15"}
 WORDS = ["a", "b", "c", "d", "e", "f", "x", "y"]

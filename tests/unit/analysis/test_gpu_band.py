@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from analysis import stability
+from analysis.trust import stability
 
 
 def _telemetry(cells, clock, power):

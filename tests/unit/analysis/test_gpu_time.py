@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from analysis import gpu_time
+from analysis.diagnose import gpu_time
 from containers.kernel_time import busy, read_trace
 from ddbench.core.records import RequestRecord
 

@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import compare, stats
 from analysis.analyze import analyze, write_tables
+from analysis.estimate import compare, stats
 from analysis.synth import Plan, write_run
 
 

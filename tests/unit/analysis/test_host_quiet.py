@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from analysis import checks, stability
+from analysis.trust import checks, stability
 
 CELLS = pd.DataFrame({"arm": ["ar", "tree", "ar", "tree"], "concurrency": [1, 1, 1, 1], "repetition": [1, 1, 2, 2],
                       "status": ["ok"] * 4})

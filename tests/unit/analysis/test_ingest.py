@@ -3,7 +3,8 @@
 import pytest
 from handrun import write_hand_run
 
-from analysis import ingest, prom, serverlog
+from analysis.read import ingest, serverlog
+from ddbench.core import prom
 
 LOG = """[2026-11-29 08:10:00] Decode batch, #running-req: 8, #token: 9120, token usage: 0.04, accept len: 4.12, \
 accept rate: 0.21, cuda graph: True, gen throughput (token/s): 1523.40, #queue-req: 0

@@ -1,6 +1,6 @@
 import pandas as pd
 
-from analysis.checks import FAIL, PASS, _requested_lengths
+from analysis.trust.checks import FAIL, PASS, _requested_lengths
 
 
 def requests(**cols):

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import rounds
+from analysis.estimate import rounds
 
 
 def ar1(rng, n, phi, sd):

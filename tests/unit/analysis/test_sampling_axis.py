@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import compare
 from analysis.analyze import analyze
+from analysis.estimate import compare
 from analysis.synth import Plan, write_run
 
 SETTINGS = [{"temperature": 0}, {"temperature": 0.7, "top_p": 0.95}]

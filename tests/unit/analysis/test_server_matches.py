@@ -3,8 +3,8 @@ Swapped URLs (the 'ar' arm pointed at a DFLASH server) fail, and the recommendat
 
 import numpy as np
 
-from analysis.checks import FAIL, NA, PASS, SERVER_MATCHES, server_matches
 from analysis.recommend import BARRING
+from analysis.trust.checks import FAIL, NA, PASS, SERVER_MATCHES, server_matches
 from ddbench.core.profile import Arm
 
 AR = Arm(id="ar", kind="ar", url="http://127.0.0.1:30000")

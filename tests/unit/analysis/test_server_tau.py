@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from analysis import prom
-from analysis.checks import server_tau
+from analysis.trust.checks import server_tau
+from ddbench.core import prom
 
 
 def _run(requests, verify_calls):

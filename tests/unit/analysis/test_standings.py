@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from handrun import profile
 
-from analysis import compare, standings
+from analysis.estimate import compare, standings
 
 ARMS = [{"id": "ar", "kind": "ar"}, {"id": "linear-b16", "kind": "linear", "block_size": 16},
         {"id": "linear-b16-eager", "kind": "linear", "block_size": 16, "cuda_graphs": False},

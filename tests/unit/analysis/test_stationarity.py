@@ -4,10 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import stationarity
 from analysis.analyze import analyze
-from analysis.checks import STATIONARY
 from analysis.synth import Plan, write_run
+from analysis.trust import stationarity
+from analysis.trust.checks import STATIONARY
 
 ARMS = [{"id": "ar", "kind": "ar"}, {"id": "linear-b16", "kind": "linear", "block_size": 16}]
 SCOPE = "linear-b16/ar C=1"

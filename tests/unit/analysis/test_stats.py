@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from analysis import stats
+from analysis.estimate import stats
 
 
 @pytest.mark.parametrize("q, smallest", [(0.5, 20), (0.9, 100), (0.99, 1000)])

@@ -3,7 +3,7 @@
 import json
 from types import SimpleNamespace
 
-from analysis.checks import FAIL, NA, PASS, _step_diagnostics
+from analysis.trust.checks import FAIL, NA, PASS, _step_diagnostics
 
 
 def _run(tmp_path, ddtree="fork"):

@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import checks, ingest
 from analysis import triage as tr
+from analysis.read import ingest
+from analysis.trust import checks
 from ddbench.core.profile import REPO_ROOT, Profile
 from ddbench.core.records import RequestRecord
 

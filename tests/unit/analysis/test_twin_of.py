@@ -1,9 +1,9 @@
-"""A twin run and a run of the pair it was built from cross-check (analysis.crosscheck.twin_of): by every
+"""A twin run and a run of the pair it was built from cross-check (analysis.trust.crosscheck.twin_of): by every
 file digest the pair run recorded, never by path; any other pair of model sets is refused as before."""
 
 from types import SimpleNamespace
 
-from analysis.crosscheck import MODEL_KEYS, VARY, twin_of
+from analysis.trust.crosscheck import MODEL_KEYS, VARY, twin_of
 
 PAIR = {"target": {"config.json": "a1", "model.safetensors": "a2"},
         "drafter": {"config.json": "b1", "model.safetensors": "b2"}}

@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import ingest, prom
-from analysis.checks import server_tau
+from analysis.read import ingest
+from analysis.trust.checks import server_tau
+from ddbench.core import prom
 
 FIXTURES = Path(__file__).with_name("fixtures")
 

@@ -129,7 +129,7 @@ def test_the_report_caveat_appears_exactly_when_random_prompts_were_used():
 
 
 def test_ingest_carries_the_targets_beside_usage(tmp_path):
-    from analysis import ingest
+    from analysis.read import ingest
     from ddbench.core.records import Chunk, RequestRecord, Usage
 
     def rec(i, target_in, target_out):

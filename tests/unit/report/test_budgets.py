@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from matplotlib.container import ErrorbarContainer
 
-from analysis import metrics, standings, stats
+from analysis.estimate import metrics, standings, stats
 from ddbench.core.profile import Profile, load_profile
 from report import budgets, figures, verdict
 

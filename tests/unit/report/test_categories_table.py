@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from analysis import compare, stats
+from analysis.estimate import compare, stats
 from report import tables
 
 COLS = compare.CATEGORY_COLUMNS

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from analysis.crosscheck import ARM_COLUMNS, THROUGHPUT_COLUMNS, VERDICT_COLUMNS, CrossCheck
+from analysis.trust.crosscheck import ARM_COLUMNS, THROUGHPUT_COLUMNS, VERDICT_COLUMNS, CrossCheck
 from report.crosscheck import caveats, reading, summary_sentence, title, verdict_sentence
 
 

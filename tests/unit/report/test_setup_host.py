@@ -1,6 +1,6 @@
 """The setup table's CPU line: name, the family/model id where the manifest has it, cores."""
 
-from analysis.manifest import Host
+from analysis.read.manifest import Host
 from report.build import cpu_line
 
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from analysis import compare, stats
+from analysis.estimate import compare, stats
 from analysis.headroom import FILES
 from ddbench.core.profile import Profile
 from report import verdict

@@ -19,8 +19,9 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 from pydantic import ValidationError
 
-from analysis import prom, serverlog
-from analysis.manifest import Manifest, load_manifest
+from analysis.read import serverlog
+from analysis.read.manifest import Manifest, load_manifest
+from ddbench.core import prom
 from ddbench.core.records import CellStatus, RequestRecord
 from ddbench.core.results import SERVER_LOG, STATUS, RunDir, read_run_text, record_files
 from ddbench.core.validation import first_error

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis import metrics, stats
-from analysis.ingest import Run
+from analysis.estimate import metrics, stats
+from analysis.read.ingest import Run
 from ddbench.core.prompts import prompt_set_label
 
 

@@ -23,7 +23,7 @@ scaled by √(m/(m-1)) for m such rounds; the point stays the pooled ratio. Othe
 it resamples the rounds themselves. On the twin at C=1 the prompts made up about 60% of the per-round
 variance of tree / DFLASH.
 
-These intervals never mix with the repetition-pair intervals of analysis/compare.py: each is its own
+These intervals never mix with the repetition-pair intervals of analysis/estimate/compare.py: each is its own
 estimate of the same ratio, and the report prints them side by side.
 """
 
@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from analysis import stats
+from analysis.estimate import stats
 
 BOOTSTRAP = 2000
 COLUMNS = ["arm", "baseline", "concurrency", "rounds", "block", "df", "speedup", "speedup_lo", "speedup_hi",

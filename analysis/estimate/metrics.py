@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis import stats
-from analysis.ingest import CELL
+from analysis.estimate import stats
+from analysis.read.ingest import CELL
 from ddbench.core import formulas as f
 
 LATENCIES = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E", "gap": "chunk gap"}

@@ -1,6 +1,6 @@
 """Whether each ratio held still over the run: a step or a trend in its repetition pairs.
 
-A ratio's interval comes from its repetition pairs (analysis.stats.paired_log_ratio), as if every pair drew
+A ratio's interval comes from its repetition pairs (analysis.estimate.stats.paired_log_ratio), as if every pair drew
 from one distribution. When one arm slows down or speeds up partway through a run (a server degrading, one
 GPU throttling, a neighbour arriving), the pairs after the change differ from those before it: the interval
 only widens, and the ratio reported depends on when it was measured. So, per compared pair of arms at a
@@ -15,13 +15,13 @@ numbers):
 
 p = min(1, 2 min(step_p, rho_p)) (either test may find it), Holm-adjusted over the run's ratios (p_holm), since
 a run compares a dozen ratios or more and noise alone would otherwise fail one of them in most runs. The
-check (analysis.checks) fails a ratio whose shift is larger than its own minimum detectable effect and whose
+check (analysis.trust.checks) fails a ratio whose shift is larger than its own minimum detectable effect and whose
 p_holm is below 1 − LEVEL; it names the arm that moved: each arm's own throughput over the same repetitions,
 second half against first (arm_shift, baseline_shift), set against the run's common shift over them (the median
 of every arm's own shift at that C, common_shift), the larger of the two departures in size. Without that, a
 drift that speeds every arm up would name whichever arm of the pair drifted most, not the one that fell behind.
 A shift beyond noise that moves both arms alike leaves the ratio alone and is the drift check's business
-(analysis.stability).
+(analysis.trust.stability).
 Fewer than MIN_PAIRS pairs cannot be split and ranked: the row says so (note) and the check is n/a.
 """
 
@@ -34,8 +34,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from analysis.metrics import mid_unix
-from analysis.stats import LEVEL
+from analysis.estimate.metrics import mid_unix
+from analysis.estimate.stats import LEVEL
 
 MIN_PAIRS = 4
 EXACT_MAX = 8      # 8! = 40320 orders: the exact rank-correlation p-value up to here

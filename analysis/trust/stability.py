@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from analysis.metrics import mid_unix
-from analysis.stats import LEVEL
+from analysis.estimate.metrics import mid_unix
+from analysis.estimate.stats import LEVEL
 
 CLOCK_BAND = 0.05
 POWER_BAND = 0.15

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis import compare
+from analysis.estimate import compare
 
 MIN_BUDGETS = 3   # two budgets give a direction, not a best one: an optimum needs a point on each side of it
 

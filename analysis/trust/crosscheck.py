@@ -3,8 +3,8 @@
 throughput side by side.
 
 Both sides go through the same code: τ is the token-weighted Σ N / Σ verify steps of
-analysis.metrics over the requests' spec_verify_ct (sglext spec_tokens_details), beside the
-τ the server itself reports (/metrics counters or log lines, analysis.checks.server_tau).
+analysis.estimate.metrics over the requests' spec_verify_ct (sglext spec_tokens_details), beside the
+τ the server itself reports (/metrics counters or log lines, analysis.trust.checks.server_tau).
 Where one side's records carry no spec_verify_ct (SGLang 0.5.15's OpenAI API returns no
 per-request spec details), both sides are compared by their servers' own τ over the same
 cells instead (tau_basis "server"), never one estimator against the other.
@@ -13,7 +13,7 @@ chunk per verify step after the first (prefill) one, so a request's verify steps
 taken only in the C=1 cells where Σ (content_chunks − 1) over all the cell's requests (warmup included)
 equals the server's /metrics verify-call count differenced over the cell (_chunk_steps).
 Only the backend and the switches that only one server has may differ; the model pair,
-workload, load plan, dtype, device and CUDA graphs must match (analysis.compare's rule), or
+workload, load plan, dtype, device and CUDA graphs must match (analysis.estimate.compare's rule), or
 the arm is refused with the condition named.
 
 Records carry streamed text, not token ids: outputs are compared as text, and the shared
@@ -29,17 +29,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import checks, compare, metrics, prom, stats
-from analysis.compare import MismatchError, Side
-from analysis.manifest import twin
+from analysis.estimate import compare, metrics, stats
+from analysis.estimate.compare import MismatchError, Side
 from analysis.outcome import TABLE_NAMES, Analysis, CrossCheck  # noqa: F401  (the types live in outcome; re-exported)
+from analysis.read.manifest import twin
 from analysis.triage import TriageUnavailable, twin_source
+from analysis.trust import checks
+from ddbench.core import prom
 from ddbench.core.profile import repo_path
 from ddbench.core.results import MANIFEST, TABLES, read_json
 
 TAU_TOLERANCE = 0.05     # the same algorithm on two engines: τ should agree within a few percent
 CHUNK_TOLERANCE = 0.005  # Σ (content_chunks − 1) of a cell against its /metrics verify calls
-# conditions of analysis.compare that may differ between the two sides: the backend under study and
+# conditions of analysis.estimate.compare that may differ between the two sides: the backend under study and
 # the server switches that only one backend has (the reference engine has no attention backends)
 VARY = ("backend", "backend version", "image", "attention backend", "overlap scheduler", "page size",
         "max running requests", "runtime env", "runtime args", "arm env", "arm args")

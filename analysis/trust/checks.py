@@ -3,7 +3,7 @@
 The original study's mistakes are the checklist: too few samples, errors, uncontrolled output
 length, a saturated client, acceptance counters that disagree, commit length ≠ depth + 1, a
 warm prefix cache carried across cells, a throttling GPU, a warmup too short to count; and
-a ratio whose repetition pairs step or trend during the run (analysis.stationarity).
+a ratio whose repetition pairs step or trend during the run (analysis.trust.stationarity).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import prom, stability, stationarity
-from analysis.correctness import greedy_arms
-from analysis.ingest import Run, dense
+from analysis.read.ingest import Run, dense
 from analysis.triage import CHAIN, LOSSLESS
+from analysis.trust import stability, stationarity
+from analysis.trust.correctness import greedy_arms
+from ddbench.core import prom
 from ddbench.core.results import SERVER_INFO
 
 PASS, FAIL, NA = "pass", "fail", "n/a"
@@ -307,7 +308,7 @@ STATIONARY = "ratio stationary over the run"
 
 def _stationary(table: pd.DataFrame | None) -> list[Check]:
     """Per ratio compared within the run: its repetition pairs neither step nor trend by more than its MDE
-    (analysis.stationarity), naming the arm whose own throughput moved."""
+    (analysis.trust.stationarity), naming the arm whose own throughput moved."""
     if table is None or table.empty:
         return []
     out = []
