@@ -5,6 +5,8 @@ set positional-arguments := true
 
 # the project virtualenv (made by ./setup) comes first on PATH, when there is one
 export PATH := justfile_directory() / ".venv/bin:" + env_var("PATH")
+# recipes run at the repository root; a path typed from a subdirectory resolves against the directory it was typed in
+export DDBENCH_CALLER_DIR := invocation_directory()
 
 default:
     @just --list

@@ -422,6 +422,8 @@ class Scorer:
         if twin is not None:
             return cls.load(twin)
         m = run.profile.models
+        if not m.target:
+            raise TriageUnavailable("the profile names no target (backend 'external'): nothing to re-score with")
         path = repo_path(m.target)
         if not path.is_dir():
             raise TriageUnavailable(f"the target {m.target} is not a local checkpoint: nothing to re-score with")

@@ -145,6 +145,7 @@ def _up(profile: Profile, arm_id: str, run_dir: Path, port: int, timeout_s: floa
                              what=f"arm '{arm.id}' ({profile.backend.kind}, {server.ident})")
     except BringUpError as e:
         server.stop()
+        e.naming(log_path)
         write_json_atomic(arm_dir / STATUS, {**status, "status": "failed", "reason": e.summary,
                                              "ended_unix": time.time()})
         raise

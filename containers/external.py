@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 
 from containers.ready import BringUpError
+from ddbench.core.answers import refused
 from ddbench.core.profile import Profile
 from ddbench.core.results import SERVER_INFO, STATUS, declare_secret_env, write_json_atomic
 
@@ -56,7 +57,7 @@ class ExternalServer:
 
     def exited(self) -> str | None:
         """None while the server answers /v1/models; else why not (the sweep fails the cell with it)."""
-        why = _unreachable(self.url, headers(self.api_key_env))
+        why = unreachable(self.url, headers(self.api_key_env))
         return None if why is None else f"at {self.url} (external arm '{self.arm}') stopped answering: {why}"
 
     def logs(self) -> str:
@@ -73,12 +74,13 @@ def _get(client: httpx.Client, url: str) -> httpx.Response | str:
         return f"{type(e).__name__}: {e}"
 
 
-def _unreachable(url: str, hdrs: dict[str, str]) -> str | None:
+def unreachable(url: str, hdrs: dict[str, str]) -> str | None:
+    """Why the server at url cannot be measured, in one line; None when /v1/models answers."""
     with httpx.Client(timeout=PROBE_TIMEOUT_S, headers=hdrs) as client:
         r = _get(client, url + "/v1/models")
     if isinstance(r, str):
-        return r
-    return None if r.status_code == 200 else f"/v1/models answered HTTP {r.status_code}: {r.text[:200]}"
+        return f"no server answers at {url} ({r})"
+    return None if r.status_code == 200 else refused(url + "/v1/models", r.status_code, r.text)
 
 
 def metric_families(text: str) -> list[str]:
@@ -160,9 +162,9 @@ def check(profile: Profile, arm_id: str, run_dir: Path) -> ExternalServer:
                                              "ended_unix": time.time()})
         raise BringUpError(reason)
 
-    why = _unreachable(url, hdrs)
+    why = unreachable(url, hdrs)
     if why is not None:
-        fail(f"external arm '{arm.id}': no server answers at {url} ({why}); ddbench starts nothing for it")
+        fail(f"external arm '{arm.id}': {why}; ddbench starts nothing for it")
     key = hdrs.get("Authorization", "").removeprefix("Bearer ")
     info = scrub(describe(url, hdrs), [key] if key else [])
     write_json_atomic(arm_dir / SERVER_INFO, info)

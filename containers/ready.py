@@ -32,6 +32,19 @@ class BringUpError(RuntimeError):
         super().__init__("\n".join(parts))
 
 
+    @property
+    def cause(self) -> str | None:
+        """The one line that most likely says why: a traceback's exception line, else the log's last line."""
+        lines = (self.traceback or self.log_tail or "").strip().splitlines()
+        return lines[-1].strip()[:300] if lines else None
+
+    def naming(self, log_path) -> BringUpError:
+        """The same failure, its summary carrying the cause and where the whole log is (a cell's reason)."""
+        self.summary = (self.summary + (f"; it said: {self.cause}" if self.cause else "")
+                        + f"; its log: {log_path}")
+        return self
+
+
 def tail(text: str, n: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-n:])
 

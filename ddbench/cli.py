@@ -13,10 +13,10 @@ import sys
 
 from containers.launch import server_command
 from ddbench import init as init_profile
+from ddbench import preflight
 from ddbench.core import budget, builds, schedule
 from ddbench.core.profile import ProfileError, load_profile, resolve_path
-from ddbench.core.prompts import PromptSetError, load_prompt_set, prompt_set_label
-from loadtests import random_prompts
+from ddbench.core.prompts import prompt_set_label
 
 EXIT_ERROR, EXIT_MISSING_STAGE = 1, 2
 
@@ -137,30 +137,30 @@ def _order_text(cells: list[tuple[str, int, int]], first: int) -> str:
 
 
 def check(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="ddbench check", description="Validate a profile and print its plan.")
+    ap = argparse.ArgumentParser(prog="ddbench check", description="Validate a profile and print its plan, then "
+                                 "reproduce's preflight: what this host lacks is listed, what the profile gets wrong "
+                                 "fails the check.")
     ap.add_argument("profile", help="a shipped profile's name (cpu-tiny) or a path to a YAML file")
+    ap.add_argument("--probe", action="store_true", help="also ask each arm's url whether a server answers there")
     add_set_option(ap)
     args = ap.parse_args(argv)
     try:
         source = str(resolve_path(args.profile))
         profile = load_profile(args.profile, args.overrides)
-        try:
-            load_prompt_set(profile.workload.prompt_set, profile.workload.categories,
-                            random=random_prompts.for_profile(profile))
-        except PromptSetError as e:
-            raise ProfileError(f"{source}: workload.prompt_set: {e}") from None
+        wrong = preflight.profile_problems(profile) + (preflight.unanswered(profile) if args.probe else [])
         if profile.backend.kind == "sglang":  # flags SGLang would reject, or read as an ambiguous prefix
             from containers.sglang_flags import check_profile
 
-            rejected = check_profile(profile)
-            if rejected:
-                raise ProfileError("\n".join(f"{source}: {r}" for r in rejected))
-        if unservable := builds.unservable(profile):
-            raise ProfileError("\n".join(f"{source}: {r}" for r in unservable))
+            wrong += check_profile(profile)
+        if wrong:
+            raise ProfileError("\n".join(f"{source}: {r}" for r in wrong))
     except ProfileError as e:
         print(f"ddbench check: {e}", file=sys.stderr)
         return EXIT_ERROR
     print(plan_text(profile, source, args.overrides))
+    lacks = preflight.host_problems(profile)
+    print("\n".join(["", "not ready on this host (reproduce would refuse to start):"] + [f"  - {p}" for p in lacks])
+          if lacks else "\nready to run on this host")
     return 0
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from ddbench.core import builds
-from ddbench.core.profile import REPO_ROOT, is_hub_id, repo_path
+from ddbench.core.profile import PROFILES_DIR, REPO_ROOT, caller_path, is_hub_id, repo_path
 
 ENGINES = ("sglang", "sglang-fork", "refengine")
 # SGLang's own default when a drafter's config names no block size (docs: --speculative-dflash-block-size)
@@ -32,6 +33,9 @@ DEFAULT_BLOCK = 16
 BLOCK_IN_NAME = re.compile(r"-b(\d+)$")
 TREE_TOPK = 8     # the study's narrow tree (tree-b15-k8 in every shipped DDTree profile)
 WIDE_FACTOR = 4   # the wide tree verifies 4 blocks' worth of nodes: budget 4b - 1 (tree-b63-k63 at b = 16)
+NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")   # as the profile schema's name field
+MEMORY_SHARE = 0.5   # of the host's memory, what a reference-engine CPU profile's pair may take: servers of two
+                     # arms can overlap at a switch, and the load generator and analysis need the rest
 
 
 class InitError(ValueError):
@@ -126,14 +130,22 @@ def pick_runtime(engine: str, runtime: str | None, image: str | None) -> tuple[s
 
 # ---------------------------------------------------------------- checkpoints
 
-def read_checkpoint(ref: str, flag: str) -> Checkpoint:
-    """A local directory (relative to here, or to the repository root) with config.json, or a hub id."""
-    here, in_repo = Path(ref).expanduser(), repo_path(ref)
+def read_checkpoint(ref: str, flag: str, local_only: bool = False) -> Checkpoint:
+    """A local directory (relative to where the user typed it, or to the repository root) with config.json, or a
+    hub id; with local_only (the reference engine loads no hub id), a hub id's snapshot in the local Hugging Face
+    cache, or an error."""
+    here, in_repo = caller_path(ref), repo_path(ref)
     directory = here if here.is_dir() else in_repo if in_repo.is_dir() else None
     if directory is None:
-        if is_hub_id(ref):
+        if not is_hub_id(ref):
+            raise InitError(f"{flag} {ref}: no such directory, and not a hub id (org/name)")
+        if not local_only:
             return Checkpoint(ref, None, ref)
-        raise InitError(f"{flag} {ref}: no such directory, and not a hub id (org/name)")
+        directory = hub_snapshot(ref)
+        if directory is None:
+            raise InitError(f"{flag} {ref}: the reference engine loads local checkpoints only, and no snapshot of "
+                            f"{ref} is in the Hugging Face cache ({hub_cache()}); download it "
+                            f"(huggingface-cli download {ref}) or give its directory")
     path = directory.resolve() / "config.json"
     if not path.is_file():
         raise InitError(f"{path}: no such file (a checkpoint directory needs config.json)")
@@ -142,6 +154,24 @@ def read_checkpoint(ref: str, flag: str) -> Checkpoint:
     except json.JSONDecodeError as e:
         raise InitError(f"{path}: not valid JSON ({e})") from None
     return Checkpoint(profile_path(directory), config, str(path))
+
+
+def hub_cache() -> Path:
+    """Where the Hugging Face hub keeps its snapshots on this host (HF_HUB_CACHE, HF_HOME/hub, ~/.cache)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    return Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface") / "hub"
+
+
+def hub_snapshot(ref: str) -> Path | None:
+    """The cached snapshot of a hub id that has a config.json: the one refs/main names, else the newest."""
+    repo = hub_cache() / f"models--{ref.replace('/', '--')}"
+    main = repo / "refs" / "main"
+    if main.is_file() and (repo / "snapshots" / main.read_text().strip() / "config.json").is_file():
+        return repo / "snapshots" / main.read_text().strip()
+    found = sorted((d for d in (repo / "snapshots").glob("*") if (d / "config.json").is_file()),
+                   key=lambda d: d.stat().st_mtime)
+    return found[-1] if found else None
 
 
 def profile_path(directory: Path) -> str:
@@ -193,10 +223,11 @@ def check_pair(target: Checkpoint, drafter: Checkpoint, tp: int) -> list[str]:
     if outside:
         raise InitError(f"{drafter.source}: field 'dflash_config.target_layer_ids' = {ids}: id(s) {outside} are not "
                         f"layers of the target ({target.source}: num_hidden_layers = {layers})")
-    tv, dv = target.config.get("vocab_size"), drafter.config.get("vocab_size")
-    if tv is not None and dv is not None and tv != dv:
-        raise InitError(f"{drafter.source}: field 'vocab_size' = {dv} differs from the target's "
-                        f"({target.source}: vocab_size = {tv}): not a pair")
+    for key in ("vocab_size", "hidden_size"):   # the drafter reads the target's hidden states and vocabulary
+        tv, dv = target.config.get(key), drafter.config.get(key)
+        if tv is not None and dv is not None and tv != dv:
+            raise InitError(f"{drafter.source}: field '{key}' = {dv} differs from the target's "
+                            f"({target.source}: {key} = {tv}): not a pair")
     return notes + check_tp(target, tp)
 
 
@@ -319,9 +350,10 @@ def load_lines(device: str) -> list[Line]:
     if device == "cpu":
         return [Line("concurrency: [1, 4]", "latency-bound C=1, and a small batch a CPU still serves"),
                 Line("warmup_requests: 1", "per user, unmeasured: first-request costs stay out"),
-                Line("requests_per_user: 12", "cpu-tiny: a C=1 cell of ~3.5 s against ~1.8 s of set-up"),
-                Line("repetitions: 10", "arms interleaved; 10 kept the C=1 tree/linear effect detectable to <4% "
-                                        "on cpu-tiny"),
+                Line("requests_per_user: 12", "as cpu-tiny, whose 13M pair runs a C=1 cell in ~3.5 s; a larger "
+                                              "pair's cells run longer"),
+                Line("repetitions: 10", "arms interleaved; on cpu-tiny 10 resolved C=1 tree/linear to <4%: "
+                                        "fewer for a slow pair, each is a server start per arm"),
                 Line("seed: 0", "prompt order and T>0 request seeds: the same for every arm"),
                 Line("schedule: interleaved-fresh", "a fresh server per repetition puts its own speed inside "
                                                     "the spread the intervals see")]
@@ -334,8 +366,37 @@ def load_lines(device: str) -> list[Line]:
 
 
 def default_name(target: Checkpoint, gpus: list[int]) -> str:
+    """From the target and placement; never a shipped profile's name, whose results it would join."""
     base = re.sub(r"[^a-z0-9._-]+", "-", Path(target.ref).name.lower()).strip("-._") or "profile"
-    return f"{base}-{len(gpus)}gpu" if gpus else f"{base}-cpu"
+    name = f"{base}-{len(gpus)}gpu" if gpus else f"{base}-cpu"
+    return f"{name}-init" if (PROFILES_DIR / f"{name}.yaml").is_file() else name
+
+
+def check_name(name: str) -> str:
+    if not NAME.fullmatch(name):
+        raise InitError(f"--name {name!r}: a profile name is lower-case letters, digits, '.', '_' and '-', "
+                        "starting with a letter or digit")
+    if (PROFILES_DIR / f"{name}.yaml").is_file():
+        raise InitError(f"--name {name}: a shipped profile's name; its results would mix with the shipped one's")
+    return name
+
+
+def fp32_bytes(ck: Checkpoint) -> int:
+    """What a local checkpoint takes in fp32 (the reference engine's dtype on a CPU): its weight files' bytes
+    scaled from the dtype they hold."""
+    width = {"float32": 4, "float16": 2, "bfloat16": 2}.get(str(ck.config.get("torch_dtype", "float32")), 4)
+    stored = sum(f.stat().st_size for f in Path(ck.source).parent.glob("*.safetensors"))
+    return stored * 4 // width
+
+
+def check_memory(target: Checkpoint, drafter: Checkpoint) -> None:
+    """A CPU profile of the reference engine must fit this host: each arm's server loads the pair in fp32."""
+    need = fp32_bytes(target) + fp32_bytes(drafter)
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > MEMORY_SHARE * have:
+        raise InitError(f"--engine refengine on the CPU: the pair takes about {need / 2**30:.1f} GiB in fp32, and "
+                        f"this host has {have / 2**30:.1f} GiB (a server may use {100 * MEMORY_SHARE:.0f}%); "
+                        "serve it on a GPU (--gpus) with SGLang instead")
 
 
 def backend_lines(engine: str, runtime: str, image: str | None) -> list[Line]:
@@ -378,13 +439,20 @@ def render(args: argparse.Namespace, argv: list[str]) -> str:
     gpus = parse_gpus(args.gpus)
     engine = pick_engine(args.engine, gpus)
     runtime, image = pick_runtime(engine, args.runtime, args.image)
-    target, drafter = read_checkpoint(args.target, "--target"), read_checkpoint(args.drafter, "--drafter")
+    local = engine == "refengine"
+    target, drafter = (read_checkpoint(args.target, "--target", local),
+                       read_checkpoint(args.drafter, "--drafter", local))
     tp = max(len(gpus), 1)
     notes = check_pair(target, drafter, tp)
+    if local and not gpus:
+        check_memory(target, drafter)
+    notes += [f"{c.ref}: from the Hugging Face cache, {ref}" for c, ref in ((target, args.target),
+                                                                           (drafter, args.drafter))
+              if local and c.ref != ref and is_hub_id(ref)]
     b, b_from = block_size(drafter)
     arms, left_out = propose_arms(b, engine)
     device = "cuda" if gpus else "cpu"
-    name = args.name or default_name(target, gpus)
+    name = check_name(args.name) if args.name else default_name(target, gpus)
     where = f"{len(gpus)} GPU(s)" if gpus else "the CPU"
     header = [f"# Written by: ddbench init {shlex.join(argv)}",
               "# Every value below may be changed; `ddbench check FILE` validates it (fields: docs/profile.md).",
@@ -410,9 +478,13 @@ def render(args: argparse.Namespace, argv: list[str]) -> str:
 def main(argv: list[str]) -> Path:
     """Write the profile; return its path. Raises InitError (argparse exits on bad flags)."""
     args = parse_args(argv)
-    out: Path = args.output
+    out = caller_path(args.output)
+    if out.is_dir():
+        raise InitError(f"-o {args.output}: a directory; -o names the YAML file to write")
     if out.exists() and not args.force:
         raise InitError(f"{out}: exists already (--force overwrites it)")
+    if args.name:
+        check_name(args.name)
     text = render(args, argv)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)

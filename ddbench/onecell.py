@@ -13,7 +13,8 @@ import sys
 from ddbench.core.manifest import finish_run, start_run
 from ddbench.core.profile import ProfileError, load_profile, resolve_path
 from ddbench.core.results import RESULTS_ROOT, RunDir
-from ddbench.reproduce import EXIT_INTERRUPTED, console, problems, sweep
+from ddbench.preflight import problems
+from ddbench.reproduce import EXIT_INTERRUPTED, console, sweep
 
 
 def narrow(profile, arm_id: str, concurrency: int):

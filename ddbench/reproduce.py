@@ -15,9 +15,7 @@ run that `--resume RUN_DIR` completes, redoing only the cells whose status.json 
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,20 +23,58 @@ import time
 from pathlib import Path
 
 import httpx
+import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from analysis.recommend import BARRING
 from ddbench.cli import add_set_option, plan_text, set_args
-from ddbench.core import budget, builds, schedule
+from ddbench.core import budget, schedule
 from ddbench.core.manifest import finish_run, git_state, planned_schedule, record_overrides, start_run
-from ddbench.core.profile import Profile, ProfileError, is_hub_id, load_profile, repo_path, resolve_path
-from ddbench.core.prompts import PromptSetError, load_prompt_set
+from ddbench.core.profile import Profile, ProfileError, load_profile, resolve_path
 from ddbench.core.records import CellStatus
-from ddbench.core.results import REDO, RESULTS_ROOT, STATUS, RunDir, read_json, write_json_atomic, write_text_atomic
+from ddbench.core.results import (
+    FLUSH,
+    REDO,
+    RESULTS_ROOT,
+    STATUS,
+    TABLES,
+    RunDir,
+    read_json,
+    write_json_atomic,
+    write_text_atomic,
+)
+from ddbench.preflight import problems
 from loadtests import random_prompts
 
 console = Console(stderr=True)
+# exit status (README's recipes table and --help say the same); a condition of the host (drift, other work)
+# warns in the report and keeps 0
+EXIT_NOT_CLEAN = 3     # the report is written, but a planned cell failed or a check that bars an arm failed
+EXIT_NOTHING = 4       # the report is written, and says that no cell finished ok
 EXIT_INTERRUPTED = 130
+EXIT_CODES = ("exit status: 0 every planned cell ok and no check that bars an arm from the recommendation failed; "
+              f"1 the profile, a preflight or a stage failed; {EXIT_NOT_CLEAN} the report is written, but a cell "
+              f"failed or a barring check failed; {EXIT_NOTHING} the report is written and nothing was measured; "
+              f"{EXIT_INTERRUPTED} interrupted (resume with --resume RUN_DIR)")
+
+
+def outcome(run: RunDir, failed_cells: int) -> tuple[int, str | None]:
+    """The exit status the run's own tables call for, and why it is not 0."""
+    cells = pd.read_parquet(run.path / TABLES / "cells.parquet", columns=["status"])
+    if not (cells["status"] == "ok").any():
+        return EXIT_NOTHING, "nothing was measured: no cell finished ok (the report lists each arm's reasons)"
+    checks = pd.read_parquet(run.path / TABLES / "checks.parquet", columns=["check", "scope", "status"])
+    barred = checks[(checks["status"] == "fail") & checks["check"].isin(BARRING)]
+    if failed_cells or len(barred):
+        named = ", ".join(dict.fromkeys(f"{x.check} ({x.scope})" for x in barred.itertuples()))
+        return EXIT_NOT_CLEAN, (f"{failed_cells} cell(s) failed; {len(barred)} check(s) that bar an arm from the "
+                                f"recommendation failed" + (f": {_clip(named)}" if named else ""))
+    return 0, None
+
+
+def _clip(text: str, n: int = 300) -> str:
+    return text if len(text) <= n else text[:n - 3] + "..."
 
 
 def cell_status(cell_dir: Path) -> CellStatus | None:
@@ -56,41 +92,6 @@ def pending_cells(profile: Profile, run: RunDir, reps: range | None = None) -> l
             continue
         if not _ok(run, (arm, c, r)) or r in redo:
             out.append((arm, c, r))
-    return out
-
-
-def problems(profile: Profile, report: bool = True) -> list[str]:
-    """What must be fixed before a run can start (nothing is started to find out)."""
-    out = builds.unservable(profile)
-    try:
-        load_prompt_set(profile.workload.prompt_set, profile.workload.categories or None,
-                        random=random_prompts.for_profile(profile))   # random ones: is the tokenizer here?
-    except PromptSetError as e:
-        out.append(f"workload.prompt_set: {e}")
-    for i, arm in enumerate(profile.arms):
-        if arm.api_key_env and not os.environ.get(arm.api_key_env):
-            out.append(f"arms[{i}].api_key_env (arm '{arm.id}'): environment variable {arm.api_key_env} is not set")
-    for role in ("target", "drafter"):
-        ref = getattr(profile.models, role)
-        if not ref or is_hub_id(ref) or profile.backend.kind == "external":   # external: the server's own files
-            continue  # the server reads it from the Hugging Face cache
-        if not (repo_path(ref) / "config.json").is_file():
-            out.append(f"models.{role}: {repo_path(ref)} holds no config.json")
-    if profile.placement.device == "cuda" and profile.backend.runtime == "local":
-        from containers import gpu_memory
-
-        why = gpu_memory.missing_gpus(profile.placement.gpus, gpu_memory.count_gpus())
-        if why:
-            out.append(why)
-    if report and not shutil.which("latexmk"):
-        out.append("latexmk is not installed: the report needs TeX (run ./setup)")
-    if profile.backend.runtime == "docker":
-        try:
-            import docker
-
-            docker.from_env().images.get(profile.backend.image)
-        except Exception as e:  # no daemon, or no image: both stop the run before it starts
-            out.append(f"backend.image {profile.backend.image}: not available ({type(e).__name__}: {e})")
     return out
 
 
@@ -126,12 +127,27 @@ def _scrape(url: str, path: Path, headers: dict[str, str] | None = None) -> None
     write_text_atomic(path, text)
 
 
-def _flush(url: str, headers: dict[str, str] | None = None) -> None:
-    # prefix-cache reuse across repetitions would flatter later cells
-    try:
-        httpx.post(url + "/flush_cache", timeout=30, headers=headers)
-    except httpx.HTTPError:
-        pass
+# SGLang and the reference engine, then vLLM (its route exists where the server runs in dev mode)
+FLUSH_PATHS = ("/flush_cache", "/reset_prefix_cache")
+
+
+def flush(url: str, enabled: bool, headers: dict[str, str] | None = None) -> dict:
+    """Ask the server to drop its prefix cache (prompts cached by one cell would flatter the next); the record
+    of what it answered, for the cell's flush.json."""
+    if not enabled:
+        return {"flushed": False, "why": "load.flush_cache is off"}
+    tried = []
+    for path in FLUSH_PATHS:
+        try:
+            r = httpx.post(url + path, timeout=30, headers=headers)
+        except httpx.HTTPError as e:
+            return {"flushed": False, "path": path, "why": f"{type(e).__name__}: {e}", "tried": tried}
+        if r.status_code == 200:
+            return {"flushed": True, "path": path, "status": 200, "answer": r.text[:200], "tried": tried}
+        tried.append({"path": path, "status": r.status_code})
+        if r.status_code not in (404, 405):   # the route exists and refused: another would not be asked
+            break
+    return {"flushed": False, "why": "no flush route answered 200", "tried": tried}
 
 
 def _retire(cell_dir: Path) -> None:
@@ -158,8 +174,9 @@ def make_cell_runner(progress: Progress, task, tokenizer: Path | None = None):
         from containers.external import headers  # an external arm's API key, by its variable's name
 
         auth = headers(kw.get("api_key_env"))
-        _flush(url, auth)
+        flushed = flush(url, load.flush_cache, auth)
         _scrape(url, cell_dir / "metrics-before.prom", auth)
+        write_json_atomic(cell_dir / FLUSH, flushed)
         try:
             return run_cell(workload, load, url=url, cell_dir=cell_dir, arm=arm, concurrency=concurrency,
                             repetition=repetition, tokenizer=tokenizer, **kw)
@@ -193,8 +210,9 @@ def make_stretch_runner(progress: Progress, task, tokenizer: Path | None = None)
                 out[arm] = failed_cell(arm, concurrency, repetition, Path(cell_dir), str(e))
         progress.update(task, description=f"rounds C={concurrency} r{repetition}")
         for t in live:
-            _flush(t.url, auth[t.arm])
+            flushed = flush(t.url, load.flush_cache, auth[t.arm])
             _scrape(t.url, t.cell_dir / "metrics-before.prom", auth[t.arm])
+            write_json_atomic(t.cell_dir / FLUSH, flushed)
         try:
             if live:
                 out.update(run_stretch(live, load, concurrency=concurrency, repetition=repetition,
@@ -361,7 +379,7 @@ def diagnose(profile: Profile, run: RunDir) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="ddbench reproduce", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="ddbench reproduce", description=__doc__.split("\n")[0], epilog=EXIT_CODES)
     ap.add_argument("profile", nargs="?", default="cpu-tiny")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and a time estimate; change nothing")
     ap.add_argument("--resume", metavar="RUN_DIR", help="complete this run: redo only cells that are not ok")
@@ -446,7 +464,10 @@ def main(argv: list[str] | None = None) -> int:
                       f"Retry them with: {again} --resume {run.path}", highlight=False)
     if unrun:
         console.print(f"{budget.text(spent)}; run them with: {again} --resume {run.path}", highlight=False)
-    return 0
+    code, why = outcome(run, len(left))
+    if code:
+        console.print(f"exit {code}: {why}", highlight=False)
+    return code
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ from pathlib import Path
 from ddbench.core.manifest import finish_run, start_run
 from ddbench.core.profile import Profile
 from ddbench.core.results import RESULTS_ROOT, RunDir, cell_name
-from ddbench.reproduce import EXIT_INTERRUPTED, console, problems, sweep
+from ddbench.preflight import problems
+from ddbench.reproduce import EXIT_INTERRUPTED, console, sweep
 
 EXIT_DIFFERENT = 3
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 
+from ddbench.core.answers import gist, refused
 from ddbench.core.cpus import pinner, usable
 from ddbench.core.profile import Load, Workload
 from ddbench.core.prompts import load_prompt_set
@@ -53,11 +54,11 @@ def probe(url: str) -> str:
     except httpx.HTTPError as e:
         raise CellError(f"cannot reach the server at {url}: {type(e).__name__}: {e}") from None
     if r.status_code != 200:
-        raise CellError(f"{url}/v1/models answered HTTP {r.status_code}: {r.text[:200]}")
+        raise CellError(refused(f"{url}/v1/models", r.status_code, r.text))
     try:
         return r.json()["data"][0]["id"]
     except (ValueError, KeyError, IndexError, TypeError):
-        raise CellError(f"{url}/v1/models did not list a model: {r.text[:200]}") from None
+        raise CellError(f"{url}/v1/models did not list a model: {gist(r.text)}") from None
 
 
 def locust_argv(workload: Workload, load: Load, *, url: str, cell_dir: Path, arm: str, concurrency: int,

@@ -14,6 +14,7 @@ import os
 import time
 from typing import Any
 
+from ddbench.core.answers import refused
 from ddbench.core.prompts import Prompt
 from ddbench.core.records import Chunk
 from loadtests.sse import EventParser
@@ -91,7 +92,7 @@ def read(resp, out: dict[str, Any]) -> None:
         return
     out["status"] = resp.status_code
     if resp.status_code != 200:
-        out["error"] = f"HTTP {resp.status_code}: {(resp.text or '').strip()[:ERROR_TEXT_MAX]}"
+        out["error"] = refused(CHAT_PATH, resp.status_code, resp.text or "")
         return
     # FastResponse keeps geventhttpclient's response here; its readline returns as soon as a
     # whole line is buffered, which is what "read what has arrived" needs

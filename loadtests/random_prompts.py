@@ -29,8 +29,11 @@ ADJUSTMENTS = 64   # rounds of cut/extend before a fresh draw; a few suffice in 
 DRAWS = 16         # fresh draws before giving up on a length
 
 
-def tokenizer_dir(tokenizer: str | None, target: str) -> Path:
+def tokenizer_dir(tokenizer: str | None, target: str | None) -> Path:
     """Where the load generator reads the target's tokenizer: models.tokenizer, else models.target."""
+    if not (tokenizer or target):   # an external profile may name no model
+        raise PromptSetError("workload.input: random prompts need the target's tokenizer: set models.tokenizer "
+                             "(or models.target) to a local directory with tokenizer.json")
     return repo_path(tokenizer or target)
 
 
@@ -117,4 +120,4 @@ def profile_tokenizer(profile) -> Path | None:
 def for_profile(profile) -> RandomPrompts | None:
     """The random prompts a profile's cells send."""
     wl, m = profile.workload, profile.models
-    return maker(wl.input, profile.load.seed, tokenizer_dir(m.tokenizer, m.target))
+    return maker(wl.input, profile.load.seed, tokenizer_dir(m.tokenizer, m.target)) if wl.input else None

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import httpx
 
+from ddbench.core.answers import refused
 from ddbench.core.profile import Load, Workload
 from ddbench.core.prompts import load_prompt_set
 from ddbench.core.records import CellStatus, RequestRecord
@@ -74,7 +75,7 @@ def stream(client: httpx.Client, body: dict, request_id: str) -> dict:
             out["headers_ns"] = time.perf_counter_ns()
             out["status"] = resp.status_code
             if resp.status_code != 200:
-                out["error"] = f"HTTP {resp.status_code}: {resp.read().decode(errors='replace').strip()[:500]}"
+                out["error"] = refused(CHAT_PATH, resp.status_code, resp.read().decode(errors="replace"))
             else:
                 parser, done = EventParser(), False
                 for line in resp.iter_lines():

@@ -212,7 +212,28 @@ def _profile_lines(d: dict) -> list[tuple[int, str]]:
     return [((len(line) - len(line.lstrip(" "))) // 2, line.strip()) for line in text.splitlines()]
 
 
+def nothing_measured(a: Analysis) -> list[dict] | None:
+    """Per arm, its cells and the distinct reasons they failed, when no cell of the run finished ok; else None."""
+    c = a.cells
+    if not c.empty and (c["status"] == "ok").any():
+        return None
+    rows = []
+    for arm in [x.id for x in a.run.profile.arms]:
+        mine = c[c["arm"] == arm] if not c.empty else c
+        reasons = list(dict.fromkeys(str(r) for r in mine.get("reason", pd.Series(dtype=object)).dropna()))
+        rows.append({"arm": arm, "cells": len(mine), "reasons": "; ".join(reasons) or "no cell ran"})
+    return rows
+
+
 def render(a: Analysis, build_dir: Path) -> Path:
+    if (nothing := nothing_measured(a)) is not None:   # page 1 alone: the rest of the report needs a measured cell
+        date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        tex = environment().get_template("report.tex.j2").render(
+            profile_name=a.run.profile.name, run_id=str(a.run.path), date=date, front={"header": front.header(a)},
+            external=external.context(a), nothing=nothing)
+        path = build_dir / "report.tex"
+        path.write_text(tex)
+        return path
     figs, omitted, narrow = figures.draw_all(a, build_dir)
     tex = environment().get_template("report.tex.j2").render(**context(a, figs, omitted), narrow=narrow)
     path = build_dir / "report.tex"

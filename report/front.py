@@ -35,7 +35,8 @@ def engine(a) -> str:
     if p.backend.kind == "external":   # what each server said of itself is in the box below the header
         return "external servers, not started by ddbench (each server's own description below)"
     out = f"{p.backend.kind} ({p.backend.runtime})" + (f" {p.backend.version}" if p.backend.version else "")
-    src = (m.model_extra or {}).get("sglang_source") or {}
+    # a manifest records the SGLang build a host carries even where the run served another engine
+    src = (m.model_extra or {}).get("sglang_source") or {} if p.backend.kind == "sglang" else {}
     build = src.get("source") or {}
     if build:
         repo = str(build.get("repo", "")).removeprefix("https://github.com/") or "fork"
@@ -52,6 +53,10 @@ def engine(a) -> str:
 
 def hardware(a) -> str:
     host = a.run.manifest.host
+    if a.run.profile.backend.kind == "external":   # the host ddbench ran on is the load generator's alone
+        return Markup(f"load generator's host: {escape(host.cpu or 'CPU not recorded')}, {host.cores or '?'} cores"
+                      + (f", {len(host.gpus)} GPU(s)" if host.gpus else "")
+                      + "; the servers' hardware is theirs, as each described itself below")
     names = [str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in host.gpus]
     if names:
         counts = pd.Series(names).value_counts()

@@ -6,7 +6,7 @@ from markupsafe import Markup
 
 from analysis.analyze import Analysis
 from report import crosscheck
-from report.tex import ci, escape, num
+from report.tex import ci, drift_pct, escape, num
 
 
 def times(value, lo, hi, digits: int = 2) -> str:
@@ -35,14 +35,18 @@ def _factor(lo, hi, above: str, below: str, same: str) -> str:
 
 def _stability(a: Analysis) -> list[str]:
     out = []
-    if len(a.drift) and a.drift.iloc[0]["rate_lo"] == a.drift.iloc[0]["rate_lo"]:
+    if len(a.drift) and a.drift.iloc[0]["estimable"]:
         d = a.drift.iloc[0]
         worst = a.speedups["drift_bias"].max() if "drift_bias" in a.speedups else float("nan")
         most = (f"by at most {num(100 * worst, 2)}\\%" if worst < 1 else
                 "by more than 100\\%: its ratios pair cells that ran minutes apart")
-        out.append(f"Host drift over the run: {num(d['rate_per_10min'], 2)}\\% per 10 minutes "
-                   f"(95\\% CI {ci(d['rate_lo'], d['rate_hi'], 2)}), from {int(d['cells'])} repeated cells; with the "
-                   f"cells in the order they ran, it could move a compared ratio {most}.")
+        out.append(f"Host drift over the run's {num(d['span_s'] / 60, 1)} minutes: {drift_pct(d['over_run'])} "
+                   f"(95\\% CI {drift_pct(d['over_run_lo'])} to {drift_pct(d['over_run_hi'])}), from "
+                   f"{int(d['cells'])} repeated cells; with the cells in the order they ran, it could move a compared "
+                   f"ratio {most}.")
+    elif len(a.drift):
+        out.append(f"Host drift: too short to estimate (the repeated cells span "
+                   f"{num(a.drift.iloc[0]['span_s'], 0)} s).")
     flagged = a.gpu_band[a.gpu_band["outside"].astype(bool)] if len(a.gpu_band) else a.gpu_band
     if len(flagged):
         out.append(f"{len(flagged)} cell(s) left the run's GPU clock or power band (Section~\\ref{{sec:trust}}).")

@@ -10,7 +10,7 @@ from pylatex import LongTable, MultiColumn, NoEscape, Tabular
 from analysis.analyze import Analysis
 from analysis.estimate import stats
 from analysis.trust import stability
-from report.tex import escape, missing, num, with_ci
+from report.tex import drift_pct, escape, missing, num, with_ci
 
 MAX_BOXED_ROWS = 40    # rows a boxed tabular may have; a longer table is a longtable
 MAX_PORTRAIT_ROWS = 30  # a wide table (the headline ratios) longer than this turns to a landscape page
@@ -238,11 +238,11 @@ def drift(a: Analysis) -> Markup:
     if d.empty:
         return latex(d)
     r = d.iloc[0].to_dict()
-    df = pd.DataFrame([[str(int(r["cells"])), str(int(r["groups"])), num(r["span_s"] / 60, 1),
-                        with_ci(r["rate_per_10min"], r["rate_lo"], r["rate_hi"], 2), num(r["over_run"], 2)]],
-                      columns=_h("cells", "(arm, C) groups", "span min", r"drift \% per 10 min [95\% CI]",
-                                 r"\% over the span"))
-    return latex(df, "rrrrr")
+    over = (f"{drift_pct(r['over_run'])} [{drift_pct(r['over_run_lo'])} to {drift_pct(r['over_run_hi'])}]"
+            if r["estimable"] else "too short to estimate")
+    df = pd.DataFrame([[str(int(r["cells"])), str(int(r["groups"])), num(r["span_s"] / 60, 1), over]],
+                      columns=_h("cells", "(arm, C) groups", "span min", r"drift over the span, \% [95\% CI]"))
+    return latex(df, "rrrl")
 
 
 def gpu_band(a: Analysis) -> Markup:

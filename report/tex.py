@@ -96,3 +96,10 @@ def environment() -> jinja2.Environment:
     env.filters.update(e=escape, num=num, ci=ci, breakable=breakable, url=url)
     env.finalize = lambda v: v if isinstance(v, Markup) else escape(v)
     return env
+
+
+def drift_pct(x: float) -> str:
+    """A drift in % of throughput, signed; beyond ±100% it says so rather than print an exponential's tail."""
+    if not math.isfinite(x):
+        return "--"
+    return f"{x:+.2f}\\%" if abs(x) < 100 else (r"$>$+100\%" if x > 0 else r"$-$100\%")

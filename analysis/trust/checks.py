@@ -20,7 +20,7 @@ from analysis.triage import CHAIN, LOSSLESS
 from analysis.trust import stability, stationarity
 from analysis.trust.correctness import greedy_arms
 from ddbench.core import prom
-from ddbench.core.results import SERVER_INFO
+from ddbench.core.results import FLUSH, SERVER_INFO, cell_name
 
 PASS, FAIL, NA = "pass", "fail", "n/a"
 MIN_REQUESTS = 20          # below this even a median is not printed
@@ -278,9 +278,12 @@ def _drift(speedups: pd.DataFrame | None, drift: dict | None) -> Check:
     name = "drift below the smallest effect claimed"
     if drift is None or not np.isfinite(drift.get("slope_lo", np.nan)):
         return Check(name, "run", NA, "drift not estimable: no (arm, C) has two repetitions that finished ok")
-    rate = 100 * (np.exp(600 * drift["slope"]) - 1)
-    lo, hi = (100 * (np.exp(600 * drift[k]) - 1) for k in ("slope_lo", "slope_hi"))
-    facts = f"drift {rate:+.2f}% per 10 min (95% CI {lo:+.2f} to {hi:+.2f}) over {drift['cells']} cells"
+    if not stability.estimable(drift):
+        return Check(name, "run", NA, f"the repeated cells span {drift['span_s']:.0f} s: too short to estimate a "
+                                      f"drift (minimum {stability.DRIFT_MIN_SPAN_S} s)")
+    rate, lo, hi = (stability.over_run(drift, k) for k in ("slope", "slope_lo", "slope_hi"))
+    facts = (f"drift {rate:+.2f}% over the run's {drift['span_s'] / 60:.1f} min (95% CI {lo:+.2f} to {hi:+.2f}) "
+             f"from {drift['cells']} cells")
     if speedups is None or speedups.empty or "drift_bias" not in speedups:
         return Check(name, "run", NA, facts + "; no ratio compared")
     bias = speedups["drift_bias"].astype(float)
@@ -490,8 +493,8 @@ def _measured_tau(run: Run, arm: str, c: int, verify_calls: dict[int, float]) ->
 
 def _clean_start(run: Run, cells: pd.DataFrame, cell, scope) -> Check:
     name = "cache flushed or server restarted"
-    if _external(run):
-        return Check(name, scope, NA, f"{EXTERNAL}: no server log to show a flush or a start")
+    if _external(run):   # no server log of ours: what the server answered when asked to flush
+        return _flush_answer(run, cell, scope, name)
     # the server's own lines (a flush or a start lies between cells, so it keeps the server's arm id), and the
     # previous cell it served, of any sampling setting
     server = {a.id: a.server for a in run.profile.arms}
@@ -510,6 +513,18 @@ def _clean_start(run: Run, cells: pd.DataFrame, cell, scope) -> Check:
     ev = seen.iloc[-1]
     what = "cache flushed" if ev["kind"] == "flush" else "server started"
     return Check(name, scope, PASS, f"{what} (server.log line {int(ev['line'])})")
+
+
+def _flush_answer(run: Run, cell, scope, name: str) -> Check:
+    path = run.path / str(cell["arm"]) / cell_name(int(cell["concurrency"]), int(cell["repetition"])) / FLUSH
+    if not path.is_file():
+        return Check(name, scope, NA, f"{EXTERNAL}, and the cell recorded no {FLUSH}")
+    rec = json.loads(path.read_text())
+    if rec.get("flushed"):
+        return Check(name, scope, PASS, f"POST {rec.get('path')} answered 200 before the cell ({FLUSH})")
+    tried = ", ".join(f"{t['path']} HTTP {t['status']}" for t in rec.get("tried") or [])
+    return Check(name, scope, FAIL, f"not flushed: {rec.get('why', 'no reason recorded')}"
+                 + (f" ({tried})" if tried else "") + ": the prefix cache may be warm from the cell before")
 
 
 def _gpu_stable(run: Run, cell, scope) -> Check:

@@ -36,7 +36,9 @@ def foreign_limit(cores: int | None) -> float:
     """Cores of other work above which a cell is flagged; a host of unknown size is taken as 2 cores, the
     smallest ddbench runs on, so that the flag errs towards firing."""
     return round(FOREIGN_SHARE * (cores or 2), 3)
-DRIFT_COLUMNS = ["cells", "groups", "span_s", "rate_per_10min", "rate_lo", "rate_hi", "over_run", "df"]
+DRIFT_COLUMNS = ["cells", "groups", "span_s", "over_run", "over_run_lo", "over_run_hi", "df", "estimable"]
+# a drift is stated over the run's own span, never extrapolated; below this span it is not stated at all
+DRIFT_MIN_SPAN_S = 120
 BAND_COLUMNS = ["arm", "concurrency", "repetition", "sm_clock_mhz", "clock_band_lo", "clock_band_hi", "power_w",
                 "power_band_lo", "power_band_hi", "outside", "comparisons", "gpu_busy_pct"]
 
@@ -65,13 +67,24 @@ def drift(cells: pd.DataFrame, level: float = LEVEL) -> dict:
     return out
 
 
+def estimable(d: dict) -> bool:
+    """Whether the run's drift can be stated: an interval, over a span of at least DRIFT_MIN_SPAN_S."""
+    return bool(np.isfinite(d["slope_lo"]) and d["span_s"] >= DRIFT_MIN_SPAN_S)
+
+
+def over_run(d: dict, key: str = "slope") -> float:
+    """What a drift rate amounts to over the run's own span, in % of throughput."""
+    return float(100 * np.expm1(d[key] * d["span_s"]))
+
+
 def drift_table(d: dict) -> pd.DataFrame:
-    """The drift rate as % per 10 minutes, and what it amounts to over the run's span."""
-    pct = lambda s: 100 * (np.exp(600 * s) - 1)  # noqa: E731
+    """The drift over the run's span, % of throughput with its interval; NaN where too short to estimate."""
+    ok = estimable(d)
     return pd.DataFrame([{"cells": d["cells"], "groups": d["groups"], "span_s": d["span_s"],
-                          "rate_per_10min": pct(d["slope"]), "rate_lo": pct(d["slope_lo"]),
-                          "rate_hi": pct(d["slope_hi"]), "over_run": 100 * (np.exp(d["slope"] * d["span_s"]) - 1),
-                          "df": d["df"]}], columns=DRIFT_COLUMNS)
+                          **{col: over_run(d, key) if ok else float("nan")
+                             for col, key in (("over_run", "slope"), ("over_run_lo", "slope_lo"),
+                                              ("over_run_hi", "slope_hi"))},
+                          "df": d["df"], "estimable": ok}], columns=DRIFT_COLUMNS)
 
 
 def drift_bias(d: dict, dt_s: float) -> float:

@@ -467,6 +467,13 @@ class Load(Strict):
                     "longest one so far would end inside it, and the first 3 always run (ddbench/core/budget.py); "
                     "the rest are left for --resume, and the manifest and report say so")
     seed: int = Field(0, description="the load generator's seed: prompt order, arrivals, T>0 request seeds")
+    # left out of the dump when on, so that runs recorded before the field existed keep their digests
+    flush_cache: bool = Field(
+        True, exclude_if=lambda v: v,
+        description="before each cell, ask its server to drop its prefix cache (SGLang's and the reference "
+                    "engine's POST /flush_cache, else vLLM's POST /reset_prefix_cache), so that no cell finds "
+                    "prompts cached by the one before; on a server others share this drops their cache too. "
+                    "Each answer is recorded in the cell's flush.json, which the cache check reads")
     processes: int = Field(1, ge=1, description="Locust worker processes")
     cpus: str | None = Field(None, pattern=CPU_LIST, exclude_if=lambda v: v is None,
                              description="CPU list the load generator is pinned to, e.g. '0' (ddbench/core/cpus.py)")
@@ -719,7 +726,7 @@ def _format_errors(source: str, err: ValidationError, data: dict, overrides: lis
 
 def resolve_path(name_or_path: str | os.PathLike) -> Path:
     """A shipped profile's name (cpu-tiny) or a path to a YAML file."""
-    p = Path(name_or_path)
+    p = caller_path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists() or os.sep in str(name_or_path):
         if not p.is_file():
             raise ProfileError(f"{p}: no such profile file")
@@ -755,6 +762,13 @@ def load_profile(name_or_path: str | os.PathLike, overrides: list[str] | tuple[s
         return Profile.model_validate(data)
     except ValidationError as e:
         raise ProfileError(_format_errors(source, e, data, applied)) from None
+
+
+def caller_path(p: str | os.PathLike) -> Path:
+    """A path as the user typed it: relative to the directory they typed it in. just runs recipes at the
+    repository root and exports that directory as DDBENCH_CALLER_DIR; without it, the working directory."""
+    q = Path(p).expanduser()
+    return q if q.is_absolute() else Path(os.environ.get("DDBENCH_CALLER_DIR") or ".") / q
 
 
 def repo_path(p: str) -> Path:

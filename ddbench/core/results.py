@@ -11,6 +11,7 @@
             requests-<worker>.jsonl   one RequestRecord per line, one file per Locust process
                                       (this, the scrapes, logs and telemetry end in .gz once
                                       `ddbench pack` has packed the run to commit it)
+            flush.json                what the server answered when asked to drop its prefix cache
             metrics-before.prom       /metrics scraped before and after the cell
             metrics-after.prom
             telemetry.jsonl           GPU/host samples during the cell
@@ -45,6 +46,7 @@ MANIFEST = "manifest.json"
 REDO = "redo.json"
 WARMUP = "warmup"
 STATUS = "status.json"
+FLUSH = "flush.json"          # a cell's prefix-cache flush: the path asked, the answer, or why none was asked
 DIAGNOSTICS = "diagnostics"   # beside the cells, never read as one: RUN_DIR/diagnostics/<name>...
 GPU_TIME = "gpu-time"         # the profiled round per C (containers/sweep.py time_kernels)
 SERVER_INFO = "server_info.json"   # an external server's self-description, beside its arm's status

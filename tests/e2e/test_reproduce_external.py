@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from ddbench import reproduce
 from ddbench.core.results import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,7 +34,8 @@ def test_reproduce_measures_servers_it_did_not_start(servers, tmp_path):
                  {"id": "linear-b16", "kind": "linear", "block_size": 16, "url": linear_url,
                   "api_key_env": "DDBENCH_E2E_AUTH"}],
         "workload": {"prompt_set": "loadtests/prompts/chat.jsonl", "max_tokens": 16, "temperature": 0},
-        "load": {"concurrency": [1], "warmup_requests": 1, "requests_per_user": 3, "repetitions": 2},
+        # 10 a repetition: the minimum-requests check (20 an arm and C) passes, so a healthy run exits 0
+        "load": {"concurrency": [1], "warmup_requests": 1, "requests_per_user": 10, "repetitions": 2},
     }
     path, root = tmp_path / "ext.yaml", tmp_path / "results"
     path.write_text(yaml.safe_dump(profile))
@@ -68,7 +70,11 @@ def test_reproduce_measures_servers_it_did_not_start(servers, tmp_path):
     checks = pd.read_csv(run.tables / "checks.csv", keep_default_na=False)   # "n/a" is a status, not NaN
     na = checks[checks["evidence"].astype(str).str.contains(NOT_STARTED, regex=False)]
     assert (na["status"] == "n/a").all()
-    assert {"cache flushed or server restarted", "commit = depth + 1 (server log)"} <= set(na["check"])
+    assert "commit = depth + 1 (server log)" in set(na["check"])
+    # the prefix cache: what each server answered when asked to drop it, cell by cell
+    cache = checks[checks["check"] == "cache flushed or server restarted"]
+    assert len(cache) == 4 and (cache["status"] == "pass").all()
+    assert cache["evidence"].str.contains("POST /flush_cache answered 200").all()
 
     # the report says plainly that ddbench did not start them, and shows what they reported
     assert run.report.is_file()
@@ -93,7 +99,8 @@ def test_reproduce_measures_servers_it_did_not_start(servers, tmp_path):
     out = subprocess.run([sys.executable, "-m", "ddbench", "reproduce", str(path2), "--results-root", str(root2)],
                          cwd=REPO, capture_output=True, text=True, timeout=900,
                          env={**os.environ, "DDBENCH_E2E_AUTH": KEY, "OMP_NUM_THREADS": "1"})
-    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.returncode == reproduce.EXIT_NOT_CLEAN, out.stdout + out.stderr
+    assert "server matches its arm" in " ".join(out.stderr.split())
     run2 = RunDir.open(next((root2 / "swapped").iterdir()))
     checks2 = pd.read_csv(run2.tables / "checks.csv", keep_default_na=False)
     bad = checks2[checks2["check"] == "server matches its arm"].set_index("scope")
@@ -103,3 +110,40 @@ def test_reproduce_measures_servers_it_did_not_start(servers, tmp_path):
     flat2 = " ".join(subprocess.run(["pdftotext", "-l", "1", str(run2.report), "-"], capture_output=True,
                                     text=True).stdout.split())
     assert "C=1: no recommendation" in flat2
+
+    # one server gone: the other arm is measured, and the exit status says cells failed
+    dead = {**profile, "name": "dead", "arms": [profile["arms"][0], {**profile["arms"][1], "url": DEAD[0]}]}
+    out, run3 = reproduce_profile(dead, tmp_path, {"DDBENCH_E2E_AUTH": KEY})
+    assert out.returncode == reproduce.EXIT_NOT_CLEAN, out.stdout + out.stderr
+    cells3 = pd.read_csv(run3.tables / "cells.csv").set_index("arm")["status"]
+    assert (cells3.loc["ar"] == "ok").all() and (cells3.loc["linear-b16"] == "failed").all()
+
+
+DEAD = ("http://127.0.0.1:9", "http://127.0.0.1:10")   # ports nothing listens on
+
+
+def reproduce_profile(profile: dict, tmp_path: Path, env: dict | None = None):
+    path, root = tmp_path / f"{profile['name']}.yaml", tmp_path / f"results-{profile['name']}"
+    path.write_text(yaml.safe_dump(profile))
+    out = subprocess.run([sys.executable, "-m", "ddbench", "reproduce", str(path), "--results-root", str(root)],
+                         cwd=REPO, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+    return out, RunDir.open(next((root / profile["name"]).iterdir()))
+
+
+def test_a_run_that_measured_nothing_writes_a_pdf_that_says_so(tmp_path):
+    # no server answers, and the profile names no model (optional for external servers)
+    profile = {"name": "nothing", "backend": {"kind": "external"},
+               "arms": [{"id": "ar", "kind": "ar", "url": DEAD[0]},
+                        {"id": "linear-b16", "kind": "linear", "block_size": 16, "url": DEAD[1]}],
+               "workload": {"prompt_set": "loadtests/prompts/chat.jsonl", "max_tokens": 16, "temperature": 0},
+               "load": {"concurrency": [1, 4], "requests_per_user": 2, "repetitions": 2}}
+    out, run = reproduce_profile(profile, tmp_path)
+    assert out.returncode == reproduce.EXIT_NOTHING, out.stdout + out.stderr
+    assert "nothing was measured" in " ".join(out.stderr.split())
+    flat = " ".join(subprocess.run(["pdftotext", str(run.report), "-"], capture_output=True, text=True).stdout.split())
+    assert "Nothing was measured" in flat
+    for arm, url in zip(("ar", "linear-b16"), DEAD, strict=True):
+        assert f"{arm}, 4 cell(s): external arm '{arm}': no server answers at {url}" in flat
+    assert "load generator's host" in flat.replace("’", "'")
+

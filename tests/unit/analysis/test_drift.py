@@ -36,12 +36,31 @@ def interleaved(tmp_path_factory):
     return _run(tmp_path_factory.mktemp("il"), "interleaved")
 
 
-def test_the_planted_drift_is_measured(arm_major, interleaved):
-    want = 100 * ((1 + DRIFT) ** -10 - 1)          # throughput per 10 minutes: the steps' slowdown inverted
+def test_the_planted_drift_is_measured_over_the_runs_own_span(arm_major, interleaved):
     for a in (arm_major, interleaved):
         d = a.drift.iloc[0]
-        assert d["rate_lo"] < want < d["rate_hi"]
-        assert d["rate_hi"] < 0
+        want = 100 * ((1 + DRIFT) ** -(d["span_s"] / 60) - 1)   # throughput over the span: the steps' slowdown
+        assert d["estimable"] and d["over_run_lo"] < want < d["over_run_hi"]
+        assert d["over_run_hi"] < 0
+
+
+def test_a_run_too_short_states_no_drift():
+    from analysis.trust import checks, stability
+
+    d = {"cells": 8, "groups": 4, "span_s": 75.0, "slope": -0.05, "slope_lo": -0.09, "slope_hi": -0.01, "df": 3}
+    t = stability.drift_table(d).iloc[0]
+    assert not t["estimable"] and math.isnan(t["over_run"])
+    c = checks._drift(None, d)
+    assert c.status == "n/a" and "75 s: too short to estimate" in c.evidence
+    # over a span long enough, the figure is the span's own, never 10 minutes'
+    t = stability.drift_table({**d, "span_s": 300.0}).iloc[0]
+    assert t["estimable"] and t["over_run"] == pytest.approx(100 * math.expm1(-0.05 * 300))
+
+
+def test_a_drift_beyond_100_percent_is_said_not_printed():
+    from report.tex import drift_pct
+
+    assert drift_pct(1.5e20) == r"$>$+100\%" and drift_pct(-3.456) == r"-3.46\%"
 
 
 def test_arm_major_order_makes_drift_an_arm_effect_and_the_check_fails(arm_major):

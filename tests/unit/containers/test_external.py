@@ -133,7 +133,8 @@ def test_a_wrong_key_is_a_clear_failure(tmp_path, live_url, monkeypatch):
     p = profile(tmp_path, live_url, dead_url())
     with pytest.raises(Exception) as e:
         external.check(p, "up", tmp_path / "run")
-    assert "external arm 'up'" in str(e.value) and live_url in str(e.value) and "HTTP 401" in str(e.value)
+    assert "external arm 'up'" in str(e.value) and live_url in str(e.value) and "HTTP 401 Unauthorized" in str(e.value)
+    assert "api_key_env" in str(e.value) and "no server answers" not in str(e.value)
 
 
 def test_metric_families_and_summary_of_a_vllm_server():

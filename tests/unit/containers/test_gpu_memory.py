@@ -45,7 +45,7 @@ def test_a_placement_names_the_gpus_this_machine_lacks():
 
 
 def test_reproduce_refuses_a_cuda_profile_on_a_machine_without_its_gpus(monkeypatch, tmp_path):
-    from ddbench.reproduce import problems
+    from ddbench.preflight import problems
 
     monkeypatch.setenv("DDBENCH_TWIN_DIR", str(tmp_path))
     monkeypatch.setattr(gpu_memory, "count_gpus", lambda: 0)

@@ -53,3 +53,11 @@ def test_a_server_that_exits_fails_at_once_with_its_log():
                    what="arm 'x'")
     assert str(info.value).startswith("arm 'x' exited with code 3 before it was ready (waiting for /v1/models")
     assert info.value.traceback.endswith("FileNotFoundError: models/x/config.json")
+
+
+def test_a_cells_reason_carries_the_cause_and_where_the_log_is():
+    e = BringUpError("arm 'ar' exited with code 1 before it was ready", LOG).naming("/r/ar/server.log")
+    assert e.summary == ("arm 'ar' exited with code 1 before it was ready; it said: FileNotFoundError: "
+                         "models/x/config.json; its log: /r/ar/server.log")
+    quiet = BringUpError("arm 'ar' exited with code 1 before it was ready", "").naming("/r/ar/server.log")
+    assert quiet.summary.endswith("before it was ready; its log: /r/ar/server.log")

@@ -3,7 +3,7 @@ import pytest
 from ddbench import cli
 from ddbench.core import builds
 from ddbench.core.profile import load_profile
-from ddbench.reproduce import problems
+from ddbench.preflight import problems
 
 TREE = "arms=[{id: ar, kind: ar}, {id: tree-b15-k8, kind: tree, block_size: 16, budget: 15, topk: 8}]"
 

@@ -137,7 +137,8 @@ def test_qwen3_8b_matches_the_shipped_profile(tmp_path, capsys, no_network, monk
                    "--engine", "sglang-fork")
     assert rc == 0, capsys.readouterr().err
     mine, shipped = load_profile(out), load_profile(PROFILES_DIR / "qwen3-8b-1gpu.yaml")
-    assert mine.name == shipped.name and mine.backend == shipped.backend and mine.models == shipped.models
+    # never the shipped profile's name: its results would mix with the shipped one's
+    assert mine.name == "qwen3-8b-1gpu-init" and mine.backend == shipped.backend and mine.models == shipped.models
     assert mine.arms == shipped.arms
     for arm in shipped.arms:
         a, b = server_command(mine, arm), server_command(shipped, arm)
@@ -151,3 +152,72 @@ def test_stock_sglang_in_docker_starts_the_registry_image_the_stock_profile_name
     image = load_profile(out).backend.image
     assert image.startswith("lmsysorg/sglang:v0.5.15-cu130@sha256:")
     assert image == load_profile("qwen3-8b-1gpu-stock").backend.image
+
+
+def test_the_reference_engine_refuses_a_hub_id_it_cannot_find_here(tmp_path, capsys, no_network, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    rc, out = init(tmp_path, "--target", "Qwen/Qwen3-8B", "--drafter", DRAFTER, "--engine", "refengine")
+    err = capsys.readouterr().err
+    assert rc == cli.EXIT_ERROR and not out.exists()
+    assert "--target Qwen/Qwen3-8B: the reference engine loads local checkpoints only" in err
+    assert str(tmp_path / "hub") in err
+
+
+def test_the_reference_engine_takes_a_hub_id_from_the_local_cache_and_says_so(tmp_path, capsys, no_network,
+                                                                              monkeypatch):
+    hub = tmp_path / "hub" / "models--org--tiny"
+    snap = hub / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text((REPO_ROOT / TARGET / "config.json").read_text())
+    (hub / "refs").mkdir()
+    (hub / "refs" / "main").write_text("abc123")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    rc, out = init(tmp_path, "--target", "org/tiny", "--drafter", DRAFTER, "--engine", "refengine")
+    assert rc == 0, capsys.readouterr().err
+    assert load_profile(out).models.target == str(snap)
+    assert f"# {snap}: from the Hugging Face cache, org/tiny" in out.read_text()
+
+
+def test_a_cpu_profile_must_fit_the_hosts_memory(tmp_path, capsys, monkeypatch):
+    from ddbench import init as init_mod
+
+    monkeypatch.setattr(init_mod, "fp32_bytes", lambda ck: 16 * 2**30)   # an 8B model's target, and again
+    rc, out = init(tmp_path, "--target", TARGET, "--drafter", DRAFTER, "--engine", "refengine")
+    err = capsys.readouterr().err
+    assert rc == cli.EXIT_ERROR and not out.exists()
+    assert "the pair takes about 32.0 GiB in fp32" in err and "GiB (a server may use 50%)" in err
+
+
+def test_a_drafter_of_another_hidden_size_is_not_a_pair(tmp_path, capsys):
+    target, drafter = pair(tmp_path, drafter_edit=lambda c: c.update(hidden_size=c["hidden_size"] * 2))
+    rc, out = init(tmp_path, "--target", str(target), "--drafter", str(drafter))
+    err = capsys.readouterr().err
+    assert rc == cli.EXIT_ERROR and not out.exists()
+    assert f"{drafter / 'config.json'}: field 'hidden_size'" in err and "not a pair" in err
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--name", "Bad Name"], "--name 'Bad Name': a profile name is lower-case"),
+    (["--name", "cpu-tiny"], "--name cpu-tiny: a shipped profile's name"),
+])
+def test_a_bad_name_is_refused_before_anything_is_written(tmp_path, capsys, args, expected):
+    rc, out = init(tmp_path, "--target", TARGET, "--drafter", DRAFTER, *args)
+    assert rc == cli.EXIT_ERROR and expected in capsys.readouterr().err and not out.exists()
+
+
+def test_a_directory_as_output_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "d").mkdir()
+    rc = cli.main(["init", "--target", TARGET, "--drafter", DRAFTER, "-o", str(tmp_path / "d"), "--force"])
+    assert rc == cli.EXIT_ERROR and "a directory; -o names the YAML file to write" in capsys.readouterr().err
+
+
+def test_paths_resolve_where_the_user_typed_them(tmp_path, capsys, monkeypatch):
+    # just runs at the repository root and exports the directory the recipe was called from
+    target, drafter = pair(tmp_path)
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    monkeypatch.setenv("DDBENCH_CALLER_DIR", str(sub))
+    rc = cli.main(["init", "--target", "../" + target.name, "--drafter", "../" + drafter.name, "-o", "mine.yaml"])
+    assert rc == 0, capsys.readouterr().err
+    assert (sub / "mine.yaml").is_file() and load_profile("mine.yaml").models.target == str(target)
+

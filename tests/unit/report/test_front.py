@@ -60,3 +60,32 @@ def test_an_ablation_arm_is_shown_never_recommended_and_never_the_ar_reference()
     assert "2.00$\\times$ AR" in str(sentence)
     assert "an ablation, never deployed: not recommended" in str(sentence).replace("-{}", "-")
     assert front._ar(a, "linear-b16", 1)["baseline"] == "ar"
+
+
+def _run_of(backend: dict, extra: dict | None = None, gpus=()):
+    from types import SimpleNamespace
+
+    from ddbench.core.profile import Profile
+
+    arm = {"id": "ar", "kind": "ar"} | ({"url": "http://h:1"} if backend["kind"] == "external" else {})
+    profile = Profile.model_validate({
+        "name": "hand", "backend": backend, "models": {"target": "t", "drafter": "d"}, "arms": [arm],
+        "workload": {"prompt_set": "p.jsonl", "max_tokens": 8}, "load": {"concurrency": [1], "requests_per_user": 2}})
+    host = SimpleNamespace(gpus=list(gpus), driver="580", cpu="Xeon", cores=16)
+    manifest = SimpleNamespace(host=host, model_extra=extra or {})
+    return SimpleNamespace(run=SimpleNamespace(profile=profile, manifest=manifest))
+
+
+FORK = {"sglang_source": {"source": {"repo": "https://github.com/x/sglang", "commit": "abcdef1234567"}}}
+
+
+def test_the_engine_row_names_only_the_engine_that_served():
+    # a manifest records the SGLang build the host carries; a reference-engine run did not use it
+    assert "build x/sglang" in front.engine(_run_of({"kind": "sglang", "runtime": "local"}, FORK))
+    assert "sglang" not in front.engine(_run_of({"kind": "refengine", "runtime": "local"}, FORK))
+
+
+def test_the_hardware_row_of_external_servers_is_the_load_generators_host():
+    text = str(front.hardware(_run_of({"kind": "external"}, gpus=["NVIDIA H200"])))
+    assert text.startswith("load generator's host: Xeon, 16 cores") and "servers' hardware is theirs" in text
+    assert "H200" in str(front.hardware(_run_of({"kind": "sglang", "runtime": "local"}, gpus=["NVIDIA H200"])))
