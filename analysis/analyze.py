@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 
 from analysis import agreement, recommend, triage
-from analysis.diagnose import gpu_time, stagecost
+from analysis.diagnose import acceptance, gpu_time, stagecost
 from analysis.estimate import compare, metrics, rounds
 from analysis.outcome import TABLE_NAMES, Analysis
 from analysis.read import ingest
@@ -66,7 +66,7 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
                    drift=stability.drift_table(drift), gpu_band=band, host_cpu=host,
                    stage_cost=stagecost.read(run.path), boots=boots, refusals=refusals + more, triage=tri,
                    between_runs=between, stationarity=steady, rounds=by_rounds,
-                   gpu_time=gpu_time.table(run.path))
+                   gpu_time=gpu_time.table(run.path), by_position=acceptance.by_position(req))
     res.recommendation = recommend.recommendation(res)
     if other_path is not None:
         other = analyze(other_path, bootstrap, seed, min_requests, cross=False)
@@ -118,7 +118,7 @@ def write_tables(a: Analysis) -> list[Path]:
               "lossless": a.lossless, "checks": a.checks, "drift": a.drift, "gpu_band": a.gpu_band,
               "host_cpu": a.host_cpu, "stage_cost": a.stage_cost, "between_runs": a.between_runs,
               "stationarity": a.stationarity, "rounds": a.rounds, "gpu_time": a.gpu_time,
-              "recommendation": a.recommendation,
+              "recommendation": a.recommendation, "acceptance_by_position": a.by_position,
               "server_log": a.run.log, "server_metrics": a.run.server,
               "telemetry": a.run.telemetry}
     if a.triage is not None:

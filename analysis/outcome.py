@@ -57,6 +57,7 @@ class Analysis:
     rounds: pd.DataFrame = field(default_factory=pd.DataFrame)     # each ratio from the rounds (estimate.rounds)
     gpu_time: pd.DataFrame = field(default_factory=pd.DataFrame)   # GPU vs wall time per token (diagnose.gpu_time)
     recommendation: pd.DataFrame = field(default_factory=pd.DataFrame)  # what to deploy (analysis.recommend)
+    by_position: pd.DataFrame = field(default_factory=pd.DataFrame)  # acceptance per draft position (diagnose)
     boots: dict = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)
     seconds: float = 0.0

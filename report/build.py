@@ -112,7 +112,7 @@ def context(a: Analysis, figs: dict[str, Path], omitted: dict[str, str] | None =
                "repetitions": tables.repetitions(a, c)}
               for c in p.load.concurrency]
     return {
-        "profile_name": p.name, "run_id": a.run.path.name,
+        "profile_name": p.name, "run_id": a.run.path.name, "nothing": None,
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "synthetic": bool(getattr(m, "synthetic", False) or (m.model_extra or {}).get("synthetic")),
         "summary": summary.sentences(a), "setup": setup, "arms": arms, "images": list(images),

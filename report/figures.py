@@ -279,6 +279,32 @@ def tau_concurrency(a: Analysis) -> Figure:
     return fig
 
 
+def by_position(a: Analysis) -> Figure:
+    """Per panel of arms, at the lowest C each has: the chance draft position i is accepted once i-1 was."""
+    t, groups = a.by_position, tau_panels(a)
+    if t is None or t.empty:
+        raise NoData("no request carries a histogram of its verify steps by accepted depth"
+                     + (" (SGLang records one only with the step-stats patch on)"
+                        if a.run.profile.backend.kind == "sglang" else ""))
+    fig, axes = _grid(len(groups), 3.3, 2.4, sharey=True)
+    for ax, (title, arms) in zip(axes, groups, strict=True):
+        for arm in arms:
+            d = t[t["arm"] == arm]
+            if d.empty:
+                continue
+            d = d[(d["concurrency"] == d["concurrency"].min()) & (d["position"] > 0)]
+            ax.plot(d["position"], d["p_accept"], marker="o", ms=2.5, label=_base_label(a, arm),
+                    color=colour(a, arm))
+        ax.set(xlabel="draft position i", ylabel="P(i accepted | i-1 accepted)", ylim=(0, 1.02),
+               title=title or "acceptance by position")
+    fig.suptitle("Acceptance per draft position (lowest C of each arm; tables/acceptance_by_position.csv)")
+    if not any(ax.get_legend_handles_labels()[0] for ax in axes):
+        plt.close(fig)
+        raise NoData("no speculative arm has a depth histogram")
+    _legend_below(fig)
+    return fig
+
+
 def _commit_hist(m: pd.DataFrame) -> np.ndarray | None:
     """Summed commit-length histogram: ours when present, else SGLang's accepted-drafts one shifted by one."""
     for col, shift in (("spec_commit_length_histogram", 0), ("spec_correct_drafts_histogram", 1)):
@@ -573,7 +599,7 @@ def empty(fig: Figure) -> bool:
     return bool(blank(fig))
 
 
-ALL = {"throughput": throughput, "latency": latency, "acceptance": acceptance,
+ALL = {"throughput": throughput, "latency": latency, "acceptance": acceptance, "by_position": by_position,
        "tau_concurrency": tau_concurrency, "categories": categories, "pareto": pareto, "telemetry": telemetry,
        "triage": triage, "budget_curve": budget_curve, "tau_temperature": tau_temperature}
 

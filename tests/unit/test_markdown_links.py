@@ -130,3 +130,8 @@ def test_the_checker_finds_what_it_should(tmp_path, monkeypatch):
         "# Top\n\n## `base/`: a local base\n")
     found = problems(page)
     assert [b.split(":")[0] for b in found] == ["missing.md", "missing.png", "docs/a.md#nope", "docs/missing-ref.md"]
+
+
+def test_the_readme_is_a_front_door_of_at_most_150_lines():
+    # detail belongs in docs/ and the stage READMEs, which the README links
+    assert len((REPO / "README.md").read_text().splitlines()) <= 150
