@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from analysis import agreement, recommend, triage
 from analysis.diagnose import acceptance, gpu_time, stagecost
-from analysis.estimate import compare, metrics, rounds
+from analysis.estimate import compare, goodput, metrics, rounds
 from analysis.outcome import TABLE_NAMES, Analysis
 from analysis.read import ingest
 from analysis.trust import checks, correctness, crosscheck, stability, stationarity
@@ -57,6 +57,7 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     host = stability.host_quiet(run.telemetry, cells, speedups, run.profile.backend.runtime, run.manifest.host.cores)
     decomposition, more = compare.decomposition(run, cells, boots)
     by_rounds = rounds.ratios(slim, speedups, seed=seed)
+    good = goodput.per_cell(slim, cells, run.profile.slo)
     categories = compare.per_category(run, slim, cells)
     lossless, note = correctness.lossless(run.profile, req)
     tri = triage.triage(run, req)
@@ -66,7 +67,8 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
                    drift=stability.drift_table(drift), gpu_band=band, host_cpu=host,
                    stage_cost=stagecost.read(run.path), boots=boots, refusals=refusals + more, triage=tri,
                    between_runs=between, stationarity=steady, rounds=by_rounds,
-                   gpu_time=gpu_time.table(run.path), by_position=acceptance.by_position(req))
+                   gpu_time=gpu_time.table(run.path), by_position=acceptance.by_position(req), goodput=good,
+                   goodput_ratios=goodput.ratios(good, speedups))
     res.recommendation = recommend.recommendation(res)
     if other_path is not None:
         other = analyze(other_path, bootstrap, seed, min_requests, cross=False)
@@ -119,6 +121,7 @@ def write_tables(a: Analysis) -> list[Path]:
               "host_cpu": a.host_cpu, "stage_cost": a.stage_cost, "between_runs": a.between_runs,
               "stationarity": a.stationarity, "rounds": a.rounds, "gpu_time": a.gpu_time,
               "recommendation": a.recommendation, "acceptance_by_position": a.by_position,
+              "goodput": a.goodput, "goodput_ratios": a.goodput_ratios,
               "server_log": a.run.log, "server_metrics": a.run.server,
               "telemetry": a.run.telemetry}
     if a.triage is not None:

@@ -58,6 +58,8 @@ class Analysis:
     gpu_time: pd.DataFrame = field(default_factory=pd.DataFrame)   # GPU vs wall time per token (diagnose.gpu_time)
     recommendation: pd.DataFrame = field(default_factory=pd.DataFrame)  # what to deploy (analysis.recommend)
     by_position: pd.DataFrame = field(default_factory=pd.DataFrame)  # acceptance per draft position (diagnose)
+    goodput: pd.DataFrame = field(default_factory=pd.DataFrame)       # per cell, under the profile's slo
+    goodput_ratios: pd.DataFrame = field(default_factory=pd.DataFrame)  # X over Y, paired by repetition
     boots: dict = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)
     seconds: float = 0.0

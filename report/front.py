@@ -13,7 +13,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from analysis import recommend as recommend_rule
-from analysis.estimate import standings, stats
+from analysis.estimate import goodput, standings, stats
 from analysis.read.manifest import twin
 from analysis.triage import TIE
 from ddbench.core import settings
@@ -394,6 +394,35 @@ def correctness(a) -> Markup:
 
 # ---- the page --------------------------------------------------------------------------------------------------
 
+def goodput_lines(a) -> list[Markup]:
+    """Per C, when the profile sets an SLO: the arm with the most goodput, its share of requests that met the
+    SLO, and its goodput over deployable AR's with the interval."""
+    if a.run.profile.slo is None or a.goodput is None or a.goodput.empty:
+        return []
+    s = goodput.summary(a.goodput)
+    s = s[~s["arm"].map(lambda x: is_ablation(a, x))]
+    ar = next((x.id for x in a.run.profile.measured_arms() if x.kind == "ar" and not x.ablation), None)
+    out = []
+    for c in a.run.profile.load.concurrency:
+        at = s[s["concurrency"] == c]
+        if at.empty or not (at["goodput"] > 0).any():
+            out.append(Markup(f"C={c}: no arm's request met the SLO") if len(at) else Markup(f"C={c}: no cell"))
+            continue
+        best = at.loc[at["goodput"].idxmax()]
+        text = (f"C={c}: most goodput \\texttt{{{escape(best['arm'])}}}, {best['goodput']:.2f} req/s "
+                f"({100 * best['slo_share']:.0f}\\% of requests met the SLO)")
+        r = a.goodput_ratios
+        row = r[(r["arm"] == best["arm"]) & (r["baseline"] == ar) & (r["concurrency"] == c)] if ar else r.iloc[:0]
+        if len(row) and np.isfinite(row.iloc[0]["goodput_ratio"]):
+            x = row.iloc[0]
+            cell = ratio_cell(x["goodput_ratio"], x["goodput_ratio_lo"], x["goodput_ratio_hi"], x["goodput_verdict"])
+            text += f"; {cell} AR's"
+        elif len(row):
+            text += f"; against AR: {escape(row.iloc[0]['goodput_verdict'])}"
+        out.append(Markup(text))
+    return out
+
+
 def context(a) -> dict:
     gs = groups(a)
     recs = [recommend(a, g) for g in gs]
@@ -403,4 +432,5 @@ def context(a) -> dict:
     return {"header": header(a), "settings": settings.differing_lines(recorded),
             "table": deployment_table(a, gs, picks) if gs else Markup(r"\emph{(no arm finished)}"),
             "recommendations": [s for _, s in recs], "regressions": regressions(a),
-            "failed": failed, "failed_count": n_bad, "checks": n_checks, "correctness": correctness(a)}
+            "failed": failed, "failed_count": n_bad, "checks": n_checks, "correctness": correctness(a),
+            "goodput": goodput_lines(a), "slo": a.run.profile.slo.text if a.run.profile.slo else None}

@@ -3,6 +3,7 @@ tabulars and longtables. Every cell is TeX already (escaped strings, formatted n
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from markupsafe import Markup
 from pylatex import LongTable, MultiColumn, NoEscape, Tabular
@@ -407,3 +408,24 @@ def stage_cost(a: Analysis) -> Markup:
     tau = [num(d[d["arm"] == arm]["tau"].iloc[0], 2) for arm in arms]
     rows.append([Markup(r"$\tau$ of the diagnostic"), *tau])
     return latex(pd.DataFrame(rows, columns=_h("part", *(escape(x) for x in arms))), "l" + "r" * len(arms))
+
+
+def goodput(a: Analysis) -> Markup | None:
+    """Per arm and C under the profile's SLO: share of requests that met it, goodput, and the ratio over each
+    baseline the speedups table compares it with; None without an SLO."""
+    from analysis.estimate.goodput import summary
+
+    if a.run.profile.slo is None or a.goodput is None or a.goodput.empty:
+        return None
+    s, r = summary(a.goodput), a.goodput_ratios
+    rows = []
+    for x in s.itertuples():
+        over = r[(r["arm"] == x.arm) & (r["concurrency"] == x.concurrency)]
+        ratios = "; ".join(f"{escape(y.baseline)} " + (with_ci(y.goodput_ratio, y.goodput_ratio_lo,
+                                                                y.goodput_ratio_hi, 2)
+                                                        if np.isfinite(y.goodput_ratio) else escape(y.goodput_verdict))
+                           for y in over.itertuples()) or "--"
+        rows.append([escape(x.arm), str(x.concurrency), num(100 * x.slo_share, 0), num(x.goodput, 2),
+                     num(x.goodput_tokens, 1), Markup(ratios)])
+    cols = _h("arm", "C", r"met \%", "req/s", "tok/s", r"goodput over [95\% CI]")
+    return latex(pd.DataFrame(rows, columns=cols), "lrrrrl", long=True)

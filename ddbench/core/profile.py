@@ -507,6 +507,26 @@ class Load(Strict):
         return n.get(concurrency) if isinstance(n, dict) else n
 
 
+class Slo(Strict):
+    """Service-level objectives a request must meet to count towards goodput (analysis/estimate/goodput.py)."""
+
+    ttft_ms: float | None = Field(None, gt=0, description="time to first token, at most (ms)")
+    tpot_ms: float | None = Field(None, gt=0, description="time per output token after the first, at most (ms)")
+    e2e_ms: float | None = Field(None, gt=0, description="end-to-end latency, at most (ms)")
+
+    @model_validator(mode="after")
+    def _some(self):
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
+            raise ValueError("slo: set at least one of ttft_ms, tpot_ms, e2e_ms")
+        return self
+
+    @property
+    def text(self) -> str:
+        """'TTFT <= 200 ms, TPOT <= 30 ms'"""
+        return ", ".join(f"{name} <= {v:g} ms" for name, v in (("TTFT", self.ttft_ms), ("TPOT", self.tpot_ms),
+                                                                  ("E2E", self.e2e_ms)) if v is not None)
+
+
 class Profile(Strict):
     """A whole experiment: one YAML file (containers/profiles/, or any path)."""
 
@@ -528,6 +548,11 @@ class Profile(Strict):
                     "the T>0 lossless test (analysis.sampling_law), offline before the report; 'gpu-time' = one "
                     "unmeasured round per C before the measured stretches, each unit under SGLang's profiler: the "
                     "GPU's busy time per output token beside the wall time (schedule 'rounds', SGLang, runtime local)")
+    # analysis only, not an experiment condition: out of the digest, and of the dump when unset
+    slo: Slo | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="objectives a request must meet to count towards goodput (Slo): per cell the share of "
+                    "requests meeting all of them and their rate; page 1 names the arm with the most goodput")
     # analysis only, not an experiment condition: left out of the dump (and so of the digest and
     # the manifest) when unset, so that runs recorded before the field existed keep their digests
     compare_with: str | None = Field(
@@ -600,7 +625,8 @@ class Profile(Strict):
 
     def digest(self) -> str:
         """The experiment's identity: every condition of its cells (a run control such as load.budget_s is none)."""
-        blob = json.dumps(self.model_dump(mode="json", exclude={"load": {"budget_s"}}), sort_keys=True).encode()
+        blob = json.dumps(self.model_dump(mode="json", exclude={"load": {"budget_s"}, "slo": True}),
+                          sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
 
 
