@@ -59,6 +59,10 @@ up PROFILE ARM *ARGS:
 down *ARGS:
     @python3 -m ddbench down "$@"
 
+# servers you run, in one line: --arm ar=http://h:30000 --arm linear-b16=http://h:30001 [--concurrency 1,8,32]
+bench *ARGS:
+    @python3 -m ddbench bench "$@"
+
 # one headless cell against an arm
 load PROFILE ARM CONCURRENCY *ARGS:
     @python3 -m ddbench load "$@"

@@ -24,6 +24,7 @@ EXIT_ERROR, EXIT_MISSING_STAGE = 1, 2
 STAGES = {
     "reproduce": ("ddbench.reproduce", "Reproduce (`just reproduce`)"),
     "verify": ("ddbench.verify", "Reproduce (`just verify`)"),
+    "bench": ("ddbench.bench", "Reproduce (servers you run, in one line)"),
     "pack": ("ddbench.pack", "Reproduce (packing a run to commit)"),
     "up": ("containers.up", "Containers (bring-up)"),
     "down": ("containers.down", "Containers (bring-up)"),

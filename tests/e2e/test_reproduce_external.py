@@ -147,3 +147,20 @@ def test_a_run_that_measured_nothing_writes_a_pdf_that_says_so(tmp_path):
         assert f"{arm}, 4 cell(s): external arm '{arm}': no server answers at {url}" in flat
     assert "load generator's host" in flat.replace("’", "'")
 
+
+
+def test_bench_in_one_line_writes_the_profile_and_runs_it(servers, tmp_path):
+    ar_url, linear_url = servers
+    out = tmp_path / "mine.yaml"
+    run = subprocess.run([sys.executable, "-m", "ddbench", "bench", "--arm", f"ar={ar_url}",
+                          "--arm", f"linear-b16={linear_url}", "--concurrency", "1", "--requests", "10",
+                          "--repetitions", "2", "--max-tokens", "16", "--slo", "ttft_ms=1000", "-o", str(out),
+                          "--results-root", str(tmp_path / "results")],
+                         cwd=REPO, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert yaml.safe_load(out.read_text())["slo"] == {"ttft_ms": 1000.0}
+    done = RunDir.open(next((tmp_path / "results" / "mine").iterdir()))
+    assert done.report.is_file()
+    good = pd.read_csv(done.tables / "goodput.csv")
+    assert len(good) == 4 and (good["slo_share"] > 0).all()
