@@ -34,7 +34,8 @@ def mini(tmp_path, word_pair_dir):
         "placement": {"device": "cpu"}, "runtime": {"dtype": "float32"},
         "arms": [{"id": "ar", "kind": "ar"}, {"id": "linear-b8", "kind": "linear", "block_size": 8}],
         "workload": {"prompt_set": str(prompts), "max_tokens": 12, "temperature": 0},
-        "load": {"concurrency": [1], "warmup_requests": 1, "requests_per_user": 4, "repetitions": 2,
+        # 10 a repetition: 20 an arm, the minimum-requests check passes and a clean run exits 0
+        "load": {"concurrency": [1], "warmup_requests": 1, "requests_per_user": 10, "repetitions": 2,
                  "warmup_s": 2},
     }
     path = tmp_path / "mini.yaml"
