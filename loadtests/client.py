@@ -20,6 +20,7 @@ from ddbench.core.records import Chunk
 from loadtests.sse import EventParser
 
 CHAT_PATH = "/v1/chat/completions"
+PATHS = {"chat": CHAT_PATH, "completions": "/v1/completions"}   # workload.api -> the route
 ERROR_TEXT_MAX = 500
 # the NAME of the variable holding an external server's API key (loadtests/cell.py sets it for Locust): the key
 # travels by environment, never on a command line or in a file
@@ -31,12 +32,18 @@ def auth_headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
+def raw_text(prompt: Prompt) -> str:
+    """A prompt as /v1/completions takes it: its messages' contents as written, blank-line separated."""
+    return "\n\n".join(m.content for m in prompt.messages)
+
+
 def chat_body(prompt: Prompt, *, model: str, max_tokens: int, temperature: float, top_p: float = 1.0,
               top_k: int | None = None, ignore_eos: bool = True, token_ids: bool = True,
-              seed: int | None = None) -> dict[str, Any]:
+              seed: int | None = None, api: str = "chat") -> dict[str, Any]:
+    """The request body for workload.api's route: messages for chat, the raw text for completions."""
     body: dict[str, Any] = {
         "model": model,
-        "messages": [m.model_dump() for m in prompt.messages],
+        **({"messages": [m.model_dump() for m in prompt.messages]} if api == "chat" else {"prompt": raw_text(prompt)}),
         "max_tokens": prompt.max_tokens or max_tokens,
         "temperature": temperature,
         "top_p": top_p,
@@ -59,7 +66,8 @@ def chat_body(prompt: Prompt, *, model: str, max_tokens: int, temperature: float
     return body
 
 
-def stream_chat(session, body: dict[str, Any], request_id: str, name: str = CHAT_PATH) -> dict[str, Any]:
+def stream_chat(session, body: dict[str, Any], request_id: str, name: str = CHAT_PATH,
+                path: str = CHAT_PATH) -> dict[str, Any]:
     """Send one request through a Locust FastHttpSession; return the record's raw fields."""
     out: dict[str, Any] = {"chunks": [], "status": None, "error": None, "finish_reason": None,
                            "usage": None, "spec": None, "headers_ns": None, "output_token_ids": None}
@@ -68,10 +76,10 @@ def stream_chat(session, body: dict[str, Any], request_id: str, name: str = CHAT
     data = json.dumps(body).encode()
     out["send_unix_ns"] = time.time_ns()
     out["send_ns"] = time.perf_counter_ns()
-    with session.post(CHAT_PATH, data=data, headers=headers, stream=True, catch_response=True, name=name) as resp:
+    with session.post(path, data=data, headers=headers, stream=True, catch_response=True, name=name) as resp:
         out["headers_ns"] = time.perf_counter_ns()
         try:
-            read(resp, out)
+            read(resp, out, path)
         except Exception as e:  # a dropped or garbled stream is a record with an error, not a crash
             out["error"] = out["error"] or f"{type(e).__name__}: {e}"
         out["end_ns"] = time.perf_counter_ns()
@@ -85,14 +93,14 @@ def stream_chat(session, body: dict[str, Any], request_id: str, name: str = CHAT
     return out
 
 
-def read(resp, out: dict[str, Any]) -> None:
+def read(resp, out: dict[str, Any], path: str = CHAT_PATH) -> None:
     err = getattr(resp, "error", None)
     if err is not None and not resp.status_code:
         out["error"] = f"{type(err).__name__}: {err}"
         return
     out["status"] = resp.status_code
     if resp.status_code != 200:
-        out["error"] = refused(CHAT_PATH, resp.status_code, resp.text or "")
+        out["error"] = refused(path, resp.status_code, resp.text or "")
         return
     # FastResponse keeps geventhttpclient's response here; its readline returns as soon as a
     # whole line is buffered, which is what "read what has arrived" needs
@@ -129,7 +137,7 @@ def take(data: str, t_ns: int, out: dict[str, Any]) -> bool:
     if obj.get("error"):
         out["error"] = f"server error in stream: {json.dumps(obj['error'])[:ERROR_TEXT_MAX]}"
     for choice in obj.get("choices") or []:
-        text = (choice.get("delta") or {}).get("content")
+        text = (choice.get("delta") or {}).get("content") or choice.get("text")   # chat, then completions
         if text:
             out["chunks"].append(Chunk(t_ns=t_ns, text=text))
         ids = choice.get("token_ids")

@@ -31,7 +31,7 @@ from ddbench.core.prompts import PromptSetError, load_prompt_set
 from ddbench.core.records import RequestRecord
 from ddbench.core.results import RESULTS_ROOT
 from loadtests import plan
-from loadtests.client import chat_body, stream_chat
+from loadtests.client import PATHS, chat_body, stream_chat
 from loadtests.coordinate import Coordinator
 from loadtests.options import OptionError, add_options, settings
 from loadtests.recorder import RecordFile, record_path, worker_name
@@ -204,8 +204,8 @@ class ChatUser(FastHttpUser):
                                                                                 s.seed, slot)})
         body = chat_body(prompt, model=s.model or "default", max_tokens=s.max_tokens, temperature=s.temperature,
                          top_p=s.top_p, top_k=s.top_k, ignore_eos=s.ignore_eos, token_ids=s.return_token_ids,
-                         seed=seed)
-        raw = stream_chat(self.client, body, rid, name="warmup" if warmup else "chat")
+                         seed=seed, api=s.api)
+        raw = stream_chat(self.client, body, rid, name="warmup" if warmup else s.api, path=PATHS[s.api])
         rec = RequestRecord(
             request_id=rid, arm=s.arm, concurrency=s.concurrency or CELL.users, repetition=s.repetition,
             warmup=warmup, prompt_id=prompt.id, category=prompt.category, worker=CELL.worker, user=self.index,

