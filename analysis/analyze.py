@@ -61,14 +61,15 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     categories = compare.per_category(run, slim, cells)
     lossless, note = correctness.lossless(run.profile, req)
     tri = triage.triage(run, req)
+    warm = stability.warmups(run.path)
     trust = checks.run_checks(run, req, cells, lossless, min_requests, speedups, drift, band, triage=tri, host=host,
-                              stationary=steady)
+                              stationary=steady, warmups=warm)
     res = Analysis(run, req, cells, summary, speedups, decomposition, categories, lossless, note, trust,
                    drift=stability.drift_table(drift), gpu_band=band, host_cpu=host,
                    stage_cost=stagecost.read(run.path), boots=boots, refusals=refusals + more, triage=tri,
                    between_runs=between, stationarity=steady, rounds=by_rounds,
                    gpu_time=gpu_time.table(run.path), by_position=acceptance.by_position(req), goodput=good,
-                   goodput_ratios=goodput.ratios(good, speedups))
+                   goodput_ratios=goodput.ratios(good, speedups), warmups=warm)
     res.recommendation = recommend.recommendation(res)
     if other_path is not None:
         other = analyze(other_path, bootstrap, seed, min_requests, cross=False)
@@ -121,7 +122,7 @@ def write_tables(a: Analysis) -> list[Path]:
               "host_cpu": a.host_cpu, "stage_cost": a.stage_cost, "between_runs": a.between_runs,
               "stationarity": a.stationarity, "rounds": a.rounds, "gpu_time": a.gpu_time,
               "recommendation": a.recommendation, "acceptance_by_position": a.by_position,
-              "goodput": a.goodput, "goodput_ratios": a.goodput_ratios,
+              "goodput": a.goodput, "goodput_ratios": a.goodput_ratios, "warmups": a.warmups,
               "server_log": a.run.log, "server_metrics": a.run.server,
               "telemetry": a.run.telemetry}
     if a.triage is not None:

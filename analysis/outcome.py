@@ -60,6 +60,7 @@ class Analysis:
     by_position: pd.DataFrame = field(default_factory=pd.DataFrame)  # acceptance per draft position (diagnose)
     goodput: pd.DataFrame = field(default_factory=pd.DataFrame)       # per cell, under the profile's slo
     goodput_ratios: pd.DataFrame = field(default_factory=pd.DataFrame)  # X over Y, paired by repetition
+    warmups: pd.DataFrame = field(default_factory=pd.DataFrame)     # warm-ups until stable (trust.stability)
     boots: dict = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)
     seconds: float = 0.0

@@ -17,6 +17,7 @@ module knows servers, not traffic.
 
 from __future__ import annotations
 
+import math
 import shutil
 import time
 from collections.abc import Callable
@@ -29,7 +30,16 @@ from containers.telemetry import TELEMETRY, Telemetry
 from ddbench.core import schedule
 from ddbench.core.profile import Profile
 from ddbench.core.records import CellStatus
-from ddbench.core.results import DIAGNOSTICS, GPU_TIME, STATUS, WARMUP, cell_name, write_json_atomic
+from ddbench.core.results import (
+    DIAGNOSTICS,
+    GPU_TIME,
+    STABLE,
+    STATUS,
+    WARMUP,
+    cell_name,
+    read_records,
+    write_json_atomic,
+)
 
 # cell(workload, load, *, url, cell_dir, arm, concurrency, repetition[, unmeasured]) -> CellStatus; the
 # workload is the one the measured arm sends (its sampling setting), the url its base arm's server;
@@ -216,14 +226,54 @@ def warm_up(profile: Profile, block: schedule.Block, servers: dict, run_dir: Pat
     pairs = list(dict.fromkeys((a, c) for a, c, _ in block.cells if profile.arm(a).server in servers))
     if not pairs:
         return
-    load = profile.load.model_copy(update={"duration_s": profile.load.warmup_s / len(pairs),
+    share = profile.load.warmup_s / len(pairs)
+    stable = profile.load.warmup_until_stable
+    load = profile.load.model_copy(update={"duration_s": stable.window_s if stable else share,
                                            "requests_per_user": None, "warmup_requests": 0})
     for a, c in pairs:
         server = servers[profile.arm(a).server]
         if server.exited() is not None:
             continue
-        cell(profile.workload_for(a), load, url=server.url, cell_dir=warmup_dir(run_dir, a, c), arm=a,
-             concurrency=c, repetition=0, unmeasured=True, **_request_args(server, outside))
+        where, args = warmup_dir(run_dir, a, c), _request_args(server, outside)
+
+        def window(d: Path, a=a, c=c, server=server, args=args) -> None:
+            cell(profile.workload_for(a), load, url=server.url, cell_dir=d, arm=a, concurrency=c, repetition=0,
+                 unmeasured=True, **args)
+
+        if stable is None:
+            window(where)
+        else:
+            warm_until_stable(window, where, stable, share)
+
+
+def warm_until_stable(window: Callable[[Path], None], where: Path, stable, cap_s: float) -> dict:
+    """Windows of unmeasured load into where/w<i>/ until two in a row agree within stable.within_pct, or until
+    cap_s is spent; what each window's throughput was and when the server became stable go to stable.json."""
+    rates, t0 = [], time.monotonic()
+    record = {"within_pct": stable.within_pct, "window_s": stable.window_s, "cap_s": cap_s, "stable_after_s": None}
+    while True:
+        d = where / f"w{len(rates) + 1}"
+        window(d)
+        rates.append(window_throughput(d))
+        if len(rates) >= 2 and all(map(math.isfinite, rates[-2:])) and rates[-2] > 0 \
+                and abs(rates[-1] / rates[-2] - 1) * 100 <= stable.within_pct:
+            record["stable_after_s"] = round(time.monotonic() - t0, 1)
+            break
+        if (len(rates) + 1) * stable.window_s > cap_s:   # the next window would overrun this pair's share
+            break
+    record.update(windows=[round(r, 3) if math.isfinite(r) else None for r in rates],
+                  spent_s=round(time.monotonic() - t0, 1))
+    write_json_atomic(where / STABLE, record)
+    return record
+
+
+def window_throughput(d: Path) -> float:
+    """Output tokens per second of a warm-up window: its finished requests' tokens over first send to last end."""
+    done = [r for r in read_records(d) if r.ok and r.usage is not None and r.end_ns]
+    if not done:
+        return float("nan")
+    span = (max(r.end_ns for r in done) - min(r.send_ns for r in done)) / 1e9
+    return sum(r.usage.completion_tokens for r in done) / span if span > 0 else float("nan")
 
 
 def warmup_dir(run_dir: Path, arm: str, concurrency: int) -> Path:

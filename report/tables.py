@@ -429,3 +429,15 @@ def goodput(a: Analysis) -> Markup | None:
                      num(x.goodput_tokens, 1), Markup(ratios)])
     cols = _h("arm", "C", r"met \%", "req/s", "tok/s", r"goodput over [95\% CI]")
     return latex(pd.DataFrame(rows, columns=cols), "lrrrrl", long=True)
+
+
+def warmups(a: Analysis) -> Markup | None:
+    """Each warm-up run until stable: its windows' throughputs and when it held still; None without any."""
+    w = a.warmups
+    if w is None or w.empty:
+        return None
+    rows = [[escape(r.arm), str(r.concurrency), str(r.bring_up), escape(r.throughputs),
+             f"after {r.stable_after_s:g} s" if r.stable else Markup(r"\textbf{not within its cap}")]
+            for r in w.itertuples()]
+    return latex(pd.DataFrame(rows, columns=_h("arm", "C", "bring-up", "windows, tok/s", "stable")), "lrrll",
+                 long=True)

@@ -48,7 +48,7 @@ class Check:
 def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.DataFrame | None,
                min_requests: int = MIN_REQUESTS, speedups: pd.DataFrame | None = None, drift: dict | None = None,
                band: pd.DataFrame | None = None, triage=None, host: pd.DataFrame | None = None,
-               stationary: pd.DataFrame | None = None) -> pd.DataFrame:
+               stationary: pd.DataFrame | None = None, warmups: pd.DataFrame | None = None) -> pd.DataFrame:
     out: list[Check] = []
     kinds = {a.id: a.kind for a in run.profile.arms}
     out += _profile_digest(run)
@@ -58,6 +58,7 @@ def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.Da
     out.append(_drift(speedups, drift))
     out += _stationary(stationary)
     out += _gpu_band(band)
+    out += _warmed_up(warmups)
     out += _host_quiet(host, run.profile.backend.runtime) if not _external(run) else \
         [Check(HOST_QUIET, "run", NA, f"{EXTERNAL} (its processes cannot be told from other work on the host)")]
     tau_cols = req[["arm", "concurrency", "repetition", "ok", "completion_tokens", "spec_verify_ct"]]
@@ -252,6 +253,24 @@ def _same_build_check(run: Run) -> Path | None:
         except ValueError:
             continue
     return None
+
+
+def _warmed_up(warmups: pd.DataFrame | None) -> list[Check]:
+    """Per arm and C warmed up until stable: whether each bring-up's warm-up held still before its cap."""
+    out = []
+    for (arm, c), g in (warmups.groupby(["arm", "concurrency"], sort=False) if warmups is not None
+                        and len(warmups) else []):
+        moving = g[~g["stable"].astype(bool)]
+        facts = "; ".join(f"bring-up {r.bring_up}: {r.throughputs} tok/s" for r in g.itertuples())
+        if len(moving):
+            out.append(Check("warm-up stable", f"{arm} C={c}", FAIL,
+                             f"{len(moving)} of {len(g)} warm-up(s) ran out of their share of warmup_s before two "
+                             f"windows agreed within {g['within_pct'].iloc[0]:g}% ({facts}): the first cells may "
+                             "run on a server still speeding up"))
+        else:
+            out.append(Check("warm-up stable", f"{arm} C={c}", PASS,
+                             f"stable after {', '.join(f'{x:g} s' for x in g['stable_after_s'])} ({facts})"))
+    return out
 
 
 def _finished(cell, scope) -> Check:

@@ -16,12 +16,16 @@ comparisons that use it.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
 from analysis.estimate.metrics import mid_unix
 from analysis.estimate.stats import LEVEL
+from ddbench.core.results import STABLE, WARMUP
 
 CLOCK_BAND = 0.05
 POWER_BAND = 0.15
@@ -188,3 +192,22 @@ def host_quiet(telemetry: pd.DataFrame, cells: pd.DataFrame, speedups: pd.DataFr
                     "foreign_cores": load, "limit": limit, "samples": len(m), "busy": bool(load > limit),
                     "comparisons": _touched(speedups, r.arm, int(r.concurrency)) if load > limit else ""})
     return pd.DataFrame(per, columns=HOST_COLUMNS)
+
+
+WARMUP_COLUMNS = ["arm", "concurrency", "bring_up", "windows", "stable", "stable_after_s", "spent_s", "within_pct",
+                  "throughputs"]
+
+
+def warmups(run_dir) -> pd.DataFrame:
+    """Each warm-up run until stable (<arm>/warmup/c<C>.<N>/stable.json): its windows, whether two in a row
+    agreed, and after how long."""
+    rows = []
+    for path in sorted(Path(run_dir).glob(f"*/{WARMUP}/c*.*/{STABLE}")):
+        c, n = path.parent.name[1:].split(".", 1)
+        rec = json.loads(path.read_text())
+        rates = rec.get("windows") or []
+        rows.append({"arm": path.parents[2].name, "concurrency": int(c), "bring_up": int(n), "windows": len(rates),
+                     "stable": rec.get("stable_after_s") is not None, "stable_after_s": rec.get("stable_after_s"),
+                     "spent_s": rec.get("spent_s"), "within_pct": rec.get("within_pct"),
+                     "throughputs": " ".join("--" if r is None else f"{r:.1f}" for r in rates)})
+    return pd.DataFrame(rows, columns=WARMUP_COLUMNS)

@@ -443,6 +443,14 @@ class Workload(Strict):
                                        "sampling": None})
 
 
+class StableWarmup(Strict):
+    """Warm up until the server's throughput holds still, not for a fixed time (load.warmup_until_stable)."""
+
+    within_pct: float = Field(3.0, gt=0, description="two consecutive windows' throughputs within this % of "
+                                                     "each other: the server is stable")
+    window_s: float = Field(10.0, gt=0, description="the length of one warm-up window, in seconds")
+
+
 class Load(Strict):
     """How the load generator (Locust, loadtests/) drives each cell, and how many cells there are."""
 
@@ -460,6 +468,12 @@ class Load(Strict):
         description="seconds of unmeasured load after each bring-up, shared evenly over the (arm, concurrency) "
                     "pairs about to run, before the first measured cell: servers (and the GPU and host under "
                     "them) can run slower for their first minutes than later")
+    # left out of the dump when unset, so that runs recorded before the field existed keep their digests
+    warmup_until_stable: StableWarmup | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="warm each (arm, concurrency) up in windows until two consecutive windows' throughputs agree "
+                    "(StableWarmup), with warmup_s as the cap of the whole warm-up; each pair's windows and when "
+                    "it became stable are recorded in <arm>/warmup/c<C>.<N>/stable.json and shown in the report")
     requests_per_user: Annotated[int, Field(ge=1)] | dict[int, Annotated[int, Field(ge=1)]] | None = Field(
         None, description="measured requests per user: one number, or one per concurrency level "
                                 "(longer cells where a level's cells are short)")
@@ -502,6 +516,8 @@ class Load(Strict):
                              "'closed' and requests_per_user (the measured rounds of a stretch), not duration_s")
         if len(set(self.concurrency)) != len(self.concurrency):
             raise ValueError(f"concurrency levels repeat: {self.concurrency}")
+        if self.warmup_until_stable is not None and not self.warmup_s:
+            raise ValueError("warmup_until_stable needs warmup_s, the cap of the whole warm-up")
         if isinstance(self.requests_per_user, dict) and set(self.requests_per_user) != set(self.concurrency):
             raise ValueError(f"requests_per_user gives levels {sorted(self.requests_per_user)}, the plan runs "
                              f"{sorted(self.concurrency)}: give one number, or one per level")

@@ -5,7 +5,8 @@
         <arm>/server.log              the server's output while the arm was up
         <arm>/status.json             whether the arm came up
         <arm>/attempts/c<C>-r<R>.<N>/  a cell's earlier attempt, moved aside just before it ran again
-        <arm>/warmup/c<C>.<N>/        unmeasured load after the N-th bring-up (load.warmup_s), laid out as a cell
+        <arm>/warmup/c<C>.<N>/        unmeasured load after the N-th bring-up (load.warmup_s), laid out as a cell;
+                                      until stable: windows w1, w2, ... and stable.json
         redo.json                     repetitions a resumed sweep is running again, while it runs
         <arm>/c<C>-r<R>/              one cell: concurrency C, repetition R
             requests-<worker>.jsonl   one RequestRecord per line, one file per Locust process
@@ -46,6 +47,7 @@ MANIFEST = "manifest.json"
 REDO = "redo.json"
 WARMUP = "warmup"
 STATUS = "status.json"
+STABLE = "stable.json"        # a warm-up until stable: each window's throughput, and when the server held still
 FLUSH = "flush.json"          # a cell's prefix-cache flush: the path asked, the answer, or why none was asked
 DIAGNOSTICS = "diagnostics"   # beside the cells, never read as one: RUN_DIR/diagnostics/<name>...
 GPU_TIME = "gpu-time"         # the profiled round per C (containers/sweep.py time_kernels)

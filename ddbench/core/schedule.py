@@ -144,4 +144,8 @@ def warm_up_text(profile: Profile, mode: str | None = None) -> str:
     if not profile.load.warmup_s:
         return ""
     ups = len(blocks(profile, mode))
+    stable = profile.load.warmup_until_stable
+    if stable is not None:
+        return (f"unmeasured warm-up after each of {ups} bring-up(s), per arm and C in {stable.window_s:g} s windows "
+                f"until two in a row agree within {stable.within_pct:g}% (at most {profile.load.warmup_s:g} s in all)")
     return f"{profile.load.warmup_s:g} s of unmeasured warm-up load after each of {ups} bring-up(s)"

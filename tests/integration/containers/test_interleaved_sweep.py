@@ -170,3 +170,20 @@ def test_a_rounds_sweep_interleaves_requests_and_analysis_pairs_them(profile_fil
     assert list(first.loc[1]) == ["linear-b8", "tree-b7-k2"] and list(first.loc[2]) == ["linear-b8", "ar"]
     assert set(a.rounds["arm"] + "/" + a.rounds["baseline"]) >= {"linear-b8/ar", "tree-b7-k2/linear-b8"}
     assert (a.rounds["rounds"] == 4).all()   # 2 measured rounds a stretch, 2 repetitions
+
+
+def test_a_warm_up_until_stable_runs_windows_against_each_real_server(profile_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    base = load_profile(profile_file("interleaved"))
+    profile = base.model_copy(update={"load": base.load.model_copy(update={
+        "warmup_s": 12.0, "warmup_until_stable": {"within_pct": 50.0, "window_s": 1.0}})})
+    profile = type(profile).model_validate(profile.model_dump())
+    run = tmp_path / "run-stable"
+    out = run_sweep(profile, run, lambda *a, unmeasured=False, **k: run_cell(*a, **k))   # reproduce's runner marks
+    # a warm-up unmeasured for its progress bar alone
+    assert all(s.status == "ok" for v in out.values() for s in v), out
+    for arm in ("ar", "linear-b8", "tree-b7-k2"):
+        rec = json.loads((run / arm / "warmup" / "c1.1" / "stable.json").read_text())
+        # a 1 s window of a tiny model on a CPU: throughput of each is measured; 4 windows fit the arm's share
+        assert 1 <= len(rec["windows"]) <= 4 and all(w and w > 0 for w in rec["windows"])
+        assert (run / arm / "warmup" / "c1.1" / "w1" / "status.json").is_file()
