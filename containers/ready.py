@@ -25,11 +25,14 @@ class BringUpError(RuntimeError):
         self.summary = summary
         self.log_tail = tail(log)
         self.traceback = last_traceback(log)
-        parts = [summary]
+        super().__init__(summary)
+
+    def __str__(self) -> str:
+        parts = [self.summary]
         if self.traceback:
             parts += ["", "Python traceback:", self.traceback]
         parts += ["", f"last {TAIL_LINES} log lines:", self.log_tail or "(the server wrote nothing)"]
-        super().__init__("\n".join(parts))
+        return "\n".join(parts)
 
 
     @property

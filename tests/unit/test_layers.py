@@ -20,8 +20,8 @@ STAGES = ("containers", "loadtests", "analysis", "report", "refengine")
 ALLOWED = {
     ("report", "analysis"): "the report renders an analysis: its tables, checks and recommendation",
     ("analysis", "refengine"): "triage, headroom and the sampling law re-run the shipped pair on the reference engine",
-    ("loadtests.random_prompts", "refengine.tokenizer"): "random-token prompts are drawn with the served pair's "
-                                                         "tokenizer, which the reference engine loads",
+    ("loadtests", "refengine.tokenizer"): "random-token prompts and the shared-prefix set are sized in the served "
+                                          "pair's tokens, with the tokenizer the reference engine loads",
     ("loadtests.liveweb", "containers"): "the web UI's master brings each arm's server up as the user switches arms",
     ("containers.h200.diagnostics", "loadtests"): "the device diagnostics time one cell of traffic against a server "
                                                   "they started",
