@@ -441,3 +441,23 @@ def warmups(a: Analysis) -> Markup | None:
             for r in w.itertuples()]
     return latex(pd.DataFrame(rows, columns=_h("arm", "C", "bring-up", "windows, tok/s", "stable")), "lrrll",
                  long=True)
+
+
+def prefill(a: Analysis) -> Markup | None:
+    """At C=1, each ratio end to end beside the same ratio on decoding alone (the TPOT ratio: the baseline's time per
+    output token after the first over the arm's), with each side's share of a request spent before its first token.
+    Longer outputs move an end-to-end ratio towards the decode-only one; None where no C=1 ratio has a TPOT ratio."""
+    s = a.speedups
+    if s.empty or "tpot_ratio" not in s:
+        return None
+    s = s[(s["concurrency"] == 1) & s["tpot_ratio"].notna()]
+    if s.empty:
+        return None
+    ok = a.cells[(a.cells["status"] == "ok") & (a.cells["concurrency"] == 1)]
+    share = (ok.groupby("arm")["ttft_mean"].mean() / ok.groupby("arm")["e2e_mean"].mean()).to_dict()
+    rows = [[escape(r.arm), escape(r.baseline), with_ci(r.speedup, r.speedup_lo, r.speedup_hi, 3),
+             with_ci(r.tpot_ratio, r.tpot_ratio_lo, r.tpot_ratio_hi, 3),
+             f"{num(100 * share.get(r.arm, np.nan), 0)} / {num(100 * share.get(r.baseline, np.nan), 0)}"]
+            for r in s.itertuples()]
+    cols = _h("arm", "over", r"end to end [95\% CI]", r"decoding alone [95\% CI]", r"before 1st token \%")
+    return latex(pd.DataFrame(rows, columns=cols), "llrrr")
