@@ -19,7 +19,7 @@ import sys
 import yaml
 
 from ddbench import reproduce
-from ddbench.core.profile import ProfileError, Slo, caller_path, load_profile
+from ddbench.core.profile import ProfileError, Slo, caller_path, load_profile, name_from
 
 ARM_ID = re.compile(r"^(?:(?P<ar>ar)|linear-b(?P<lb>\d+)|chain-b(?P<cb>\d+)|tree-b(?P<tb>\d+)-k(?P<tk>\d+))"
                     r"(?:-[a-z0-9._-]+)?$")
@@ -95,7 +95,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(sys.argv[1:] if argv is None else argv)
     out = caller_path(a.output)
-    name = re.sub(r"[^a-z0-9._-]+", "-", out.stem.lower()).strip("-._") or "bench"
+    name = name_from(out.stem, "bench")
     try:
         if out.exists() and not a.force:
             raise BenchError(f"{out}: exists already (--force overwrites it; `just reproduce {a.output}` reruns it)")

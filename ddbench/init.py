@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from ddbench.core import builds
-from ddbench.core.profile import PROFILES_DIR, REPO_ROOT, caller_path, is_hub_id, repo_path
+from ddbench.core.profile import NAME_PATTERN, PROFILES_DIR, REPO_ROOT, caller_path, is_hub_id, name_from, repo_path
 
 ENGINES = ("sglang", "sglang-fork", "refengine")
 # SGLang's own default when a drafter's config names no block size (docs: --speculative-dflash-block-size)
@@ -33,7 +33,6 @@ DEFAULT_BLOCK = 16
 BLOCK_IN_NAME = re.compile(r"-b(\d+)$")
 TREE_TOPK = 8     # the study's narrow tree (tree-b15-k8 in every shipped DDTree profile)
 WIDE_FACTOR = 4   # the wide tree verifies 4 blocks' worth of nodes: budget 4b - 1 (tree-b63-k63 at b = 16)
-NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")   # as the profile schema's name field
 MEMORY_SHARE = 0.5   # of the host's memory, what a reference-engine CPU profile's pair may take: servers of two
                      # arms can overlap at a switch, and the load generator and analysis need the rest
 
@@ -367,13 +366,13 @@ def load_lines(device: str) -> list[Line]:
 
 def default_name(target: Checkpoint, gpus: list[int]) -> str:
     """From the target and placement; never a shipped profile's name, whose results it would join."""
-    base = re.sub(r"[^a-z0-9._-]+", "-", Path(target.ref).name.lower()).strip("-._") or "profile"
+    base = name_from(Path(target.ref).name, "profile")
     name = f"{base}-{len(gpus)}gpu" if gpus else f"{base}-cpu"
     return f"{name}-init" if (PROFILES_DIR / f"{name}.yaml").is_file() else name
 
 
 def check_name(name: str) -> str:
-    if not NAME.fullmatch(name):
+    if not re.fullmatch(NAME_PATTERN, name):
         raise InitError(f"--name {name!r}: a profile name is lower-case letters, digits, '.', '_' and '-', "
                         "starting with a letter or digit")
     if (PROFILES_DIR / f"{name}.yaml").is_file():

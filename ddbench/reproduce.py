@@ -30,6 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from analysis.recommend import BARRING
 from ddbench.cli import add_set_option, plan_text, set_args
 from ddbench.core import budget, schedule
+from ddbench.core.answers import gist
 from ddbench.core.manifest import finish_run, git_state, planned_schedule, record_overrides, start_run
 from ddbench.core.profile import Profile, ProfileError, load_profile, resolve_path
 from ddbench.core.records import CellStatus
@@ -69,12 +70,8 @@ def outcome(run: RunDir, failed_cells: int) -> tuple[int, str | None]:
     if failed_cells or len(barred):
         named = ", ".join(dict.fromkeys(f"{x.check} ({x.scope})" for x in barred.itertuples()))
         return EXIT_NOT_CLEAN, (f"{failed_cells} cell(s) failed; {len(barred)} check(s) that bar an arm from the "
-                                f"recommendation failed" + (f": {_clip(named)}" if named else ""))
+                                f"recommendation failed" + (f": {gist(named)}" if named else ""))
     return 0, None
-
-
-def _clip(text: str, n: int = 300) -> str:
-    return text if len(text) <= n else text[:n - 3] + "..."
 
 
 def cell_status(cell_dir: Path) -> CellStatus | None:

@@ -227,16 +227,14 @@ def nothing_measured(a: Analysis) -> list[dict] | None:
 
 
 def render(a: Analysis, build_dir: Path) -> Path:
+    template = environment().get_template("report.tex.j2")
     if (nothing := nothing_measured(a)) is not None:   # page 1 alone: the rest of the report needs a measured cell
-        date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-        tex = environment().get_template("report.tex.j2").render(
-            profile_name=a.run.profile.name, run_id=str(a.run.path), date=date, front={"header": front.header(a)},
-            external=external.context(a), nothing=nothing)
-        path = build_dir / "report.tex"
-        path.write_text(tex)
-        return path
-    figs, omitted, narrow = figures.draw_all(a, build_dir)
-    tex = environment().get_template("report.tex.j2").render(**context(a, figs, omitted), narrow=narrow)
+        tex = template.render(profile_name=a.run.profile.name, run_id=str(a.run.path),
+                              date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), front={"header": front.header(a)},
+                              external=external.context(a), nothing=nothing)
+    else:
+        figs, omitted, narrow = figures.draw_all(a, build_dir)
+        tex = template.render(**context(a, figs, omitted), narrow=narrow)
     path = build_dir / "report.tex"
     path.write_text(tex)
     return path

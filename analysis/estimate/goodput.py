@@ -44,13 +44,13 @@ def per_cell(req: pd.DataFrame, cells: pd.DataFrame, slo: Slo | None) -> pd.Data
         return pd.DataFrame(columns=CELL_COLUMNS)
     r = req[~req["warmup"].astype(bool)]
     counted = r[(r["in_window"].astype(bool) & r["ok"].astype(bool)) | ~r["ok"].astype(bool)]
-    hit = met(counted, slo)
-    hit = counted.assign(_met=hit, _tok=np.where(hit, np.nan_to_num(counted["n_tokens"].to_numpy(dtype=float)), 0.0))
+    ok = met(counted, slo)
+    hit = counted.assign(_met=ok, _tok=np.where(ok, np.nan_to_num(counted["n_tokens"].to_numpy(dtype=float)), 0.0))
     sums = hit.groupby(["arm", "concurrency", "repetition"], observed=True).agg(
         slo_requests=("_met", "size"), slo_met=("_met", "sum"), met_tokens=("_tok", "sum")).reset_index()
     sums["arm"] = sums["arm"].astype(str)
-    ok = cells[cells["status"] == "ok"][["arm", "concurrency", "repetition", "window_s"]]
-    out = ok.merge(sums, on=["arm", "concurrency", "repetition"], how="left").fillna(
+    done = cells[cells["status"] == "ok"][["arm", "concurrency", "repetition", "window_s"]]
+    out = done.merge(sums, on=["arm", "concurrency", "repetition"], how="left").fillna(
         {"slo_requests": 0, "slo_met": 0, "met_tokens": 0.0})
     w = out["window_s"].astype(float)
     out["slo_share"] = out["slo_met"] / out["slo_requests"].where(out["slo_requests"] > 0)

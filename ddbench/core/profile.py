@@ -25,6 +25,12 @@ from ddbench.core.schedule import Mode
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROFILES_DIR = REPO_ROOT / "containers" / "profiles"
+NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"   # a profile's name: its results directory
+
+
+def name_from(text: str, fallback: str) -> str:
+    """A profile name made from free text (a file's stem, a model's directory), or fallback when none is left."""
+    return re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-._") or fallback
 
 ArmKind = Literal["ar", "linear", "chain", "tree"]
 
@@ -552,7 +558,7 @@ class Slo(Strict):
 class Profile(Strict):
     """A whole experiment: one YAML file (containers/profiles/, or any path)."""
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$",
+    name: str = Field(pattern=NAME_PATTERN,
                       description="the profile's name: its runs go to results/<name>/")
     description: str = Field("", description="free text for a reader")
     backend: Backend = Field(description="what serves the arms (Backend)")
