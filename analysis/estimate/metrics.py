@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.estimate import stats
+from analysis.estimate import rounds, stats
 from analysis.read.ingest import CELL
 from ddbench.core import formulas as f
 
@@ -36,6 +36,7 @@ def per_request(req: pd.DataFrame, chunks: pd.DataFrame, kinds: dict[str, str]) 
     tau = f.tau(n, steps)
     r["n_tokens"], r["ttft_s"], r["e2e_s"], r["tpot_s"] = n, ttft, e2e, tpot
     r["tokens_per_chunk"], r["output_rate"], r["verify_steps"], r["tau"] = per_chunk, rate, steps, tau
+    r["steady_frac"], r["unit_s"] = rounds.steady(r, chunks)
     gaps = chunk_gaps(chunks)
     g = gaps.groupby("req")["gap_s"].mean()
     mean_gap = np.full(len(r), np.nan)
@@ -139,7 +140,8 @@ def _columns(good: pd.DataFrame, categories: list[str]) -> tuple[list[str], np.n
     """The per-request columns whose sums make every cell statistic."""
     def f(c):
         return good[c].to_numpy(dtype=float)
-    inw = good["in_window"].to_numpy(dtype=float)
+    # rounds: only what arrived inside each unit's steady window counts (analysis/estimate/rounds.py)
+    inw = good["in_window"].to_numpy(dtype=float) * good["steady_frac"].to_numpy(dtype=float)
     n, e2e, steps = f("n_tokens"), f("e2e_s"), f("verify_steps")
     has_steps = inw * (np.nan_to_num(steps) > 0)
     cols = {"tokens": np.nan_to_num(n) * inw, "busy_s": np.nan_to_num(e2e) * inw,
@@ -161,8 +163,8 @@ def _cell(cell: dict, r: pd.DataFrame, gaps: np.ndarray, kind: str, categories, 
     good = measured[measured["ok"].to_numpy(dtype=bool)]
     ws, we, source = cell["window_start_ns"], cell["window_end_ns"], cell["window_source"]
     w = (we - ws) / 1e9
-    if pd.notna(cell.get("busy_ns")):   # rounds: the arm's own units, not the stretch the arms share
-        w, source = float(cell["busy_ns"]) / 1e9, "busy"
+    if pd.notna(cell.get("busy_ns")):   # rounds: the steady windows of the arm's own units, not the shared stretch
+        w, source = float(good.drop_duplicates("round")["unit_s"].sum()), "steady"
     boot = Boot(*_columns(good, categories), b, rng)
     n_err = int((~measured["ok"]).sum())
     tokens, _ = boot.sums("tokens")

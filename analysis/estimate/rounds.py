@@ -1,9 +1,14 @@
 """Ratios from the rounds schedule: arm X over arm Y, paired round by round, with a block bootstrap.
 
 In a rounds run (ddbench/core/schedule.py 'rounds', loadtests/rounds.py) every arm serves one unit per round:
-C requests at once, the same prompts for every arm of the round. A unit's throughput is its tokens over
-its own length (first send to last end). The ratio of X over Y at C is the ratio of the two arms'
-pooled throughputs, Σ tokens / Σ unit time, over the rounds both arms completed.
+C requests at once, the same prompts for every arm of the round. A unit's throughput is counted in its
+steady window: from its first send until its first request ends, while all C requests are in flight,
+over the tokens that arrived inside it (`steady`). At C=1 that is the whole request. At C>1 a
+speculative unit's requests end at different times, and the tail in which fewer than C remain is a
+batch running below C: counting it would measure a synchronous batch, not load at C (on cpu-tiny,
+linear / AR at C=4 read 0.89 over whole units against 1.32 in closed-loop cells). The ratio of X over
+Y at C is the ratio of the two arms' pooled throughputs, Σ tokens / Σ window, over the rounds both
+arms completed.
 
 Its interval comes from the sequence of rounds in time order (repetition, then round). A server drifts
 through states of seconds, so consecutive rounds are correlated and an iid bootstrap over rounds would
@@ -40,23 +45,56 @@ COLUMNS = ["arm", "baseline", "concurrency", "rounds", "block", "df", "speedup",
            "verdict", "mde", "lag1", "method"]
 
 
+UNIT = ["arm", "concurrency", "repetition", "round"]
+
+
+def steady(req: pd.DataFrame, chunks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per request of a rounds run (req: per_request()'s rows, chunks: ingest's): the share of its tokens that
+    arrived inside its unit's steady window, and that window's length in seconds (first send of the unit's
+    measured, finished requests to the first end among them). A chunk's tokens are the server's count where
+    every chunk of the request has one, else its share of the text's characters (at T=0 every arm writes the
+    same text, so the same share of it stands for the same tokens in each arm). 1 and NaN outside rounds."""
+    n = len(req)
+    frac, window = np.ones(n), np.full(n, np.nan)
+    if "round" not in req or req["round"].isna().all():
+        return frac, window
+    live = (req["round"].notna() & req["ok"].astype(bool) & ~req["warmup"].astype(bool)).to_numpy()
+    rows = np.flatnonzero(live)
+    g = req.iloc[rows].groupby(UNIT, observed=True)
+    start, end = g["send_ns"].transform("min").to_numpy(float), g["end_ns"].transform("min").to_numpy(float)
+    window[rows] = (end - start) / 1e9
+    close = np.full(n, np.nan)
+    close[rows] = end
+    if len(chunks):
+        r = chunks["req"].to_numpy()
+        tok = chunks["tokens"].to_numpy(dtype=float)
+        counted = np.bincount(r, weights=~np.isnan(tok), minlength=n) == np.bincount(r, minlength=n)
+        weight = np.where(counted[r], np.nan_to_num(tok), chunks["chars"].to_numpy(dtype=float))
+        inside = chunks["t_ns"].to_numpy(dtype=float) <= close[r]
+        total = np.bincount(r, weights=weight, minlength=n)
+        got = np.bincount(r, weights=weight * inside, minlength=n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(live & (total > 0), got / total, 1.0)
+    return frac, window
+
+
 def units(req: pd.DataFrame) -> pd.DataFrame:
-    """One row per (arm, C, repetition, round) of the measured, finished requests of a rounds run: tokens, the
-    unit's length (first send to last end) in seconds, and its prompts (sorted ids, '|'-joined; '' where the
-    records carry none). Empty for a run of whole cells."""
+    """One row per (arm, C, repetition, round) of the measured, finished requests of a rounds run: the tokens
+    inside its steady window and the window's length in seconds (req: with steady()'s `steady_frac` and
+    `unit_s`), and its prompts (sorted ids, '|'-joined; '' where the records carry none). Empty for a run of
+    whole cells."""
     if "round" not in req or req["round"].isna().all():
         return pd.DataFrame(columns=["arm", "concurrency", "repetition", "round", "tokens", "unit_s", "requests",
                                      "prompts"])
     r = req[req["round"].notna() & req["ok"].astype(bool) & ~req["warmup"].astype(bool)]
     if "prompt_id" not in r:
         r = r.assign(prompt_id="")
-    g = r.groupby(["arm", "concurrency", "repetition", "round"], observed=True)
-    out = g.agg(tokens=("n_tokens", "sum"), start=("send_ns", "min"), end=("end_ns", "max"),
-                requests=("n_tokens", "size"),
+    r = r.assign(steady_tokens=r["n_tokens"] * r["steady_frac"])
+    g = r.groupby(UNIT, observed=True)
+    out = g.agg(tokens=("steady_tokens", "sum"), unit_s=("unit_s", "first"), requests=("n_tokens", "size"),
                 prompts=("prompt_id", lambda p: "|".join(sorted(map(str, p))))).reset_index()
-    out["unit_s"] = (out["end"] - out["start"]) / 1e9
     out["arm"] = out["arm"].astype(str)
-    return out.drop(columns=["start", "end"])
+    return out
 
 
 def circular_block_sums(x: np.ndarray, block: int, b: int, rng: np.random.Generator) -> np.ndarray:

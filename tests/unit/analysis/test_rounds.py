@@ -62,14 +62,43 @@ def test_rounds_pair_on_repetition_and_round_and_pool_tokens_over_time():
     assert rounds.paired(x.iloc[:3], y.iloc[:3])["verdict"] == "no interval"
 
 
+def with_steady(req, chunks):
+    frac, window = rounds.steady(req, chunks)
+    return req.assign(steady_frac=frac, unit_s=window)
+
+
 def test_units_come_from_measured_finished_requests_of_a_rounds_run():
     req = pd.DataFrame({"arm": ["a", "a", "a", "b"], "concurrency": 2, "repetition": 1, "round": [0, 0, 1, 0],
                         "ok": [True, True, True, False], "warmup": [False, False, True, False],
                         "n_tokens": [10.0, 12.0, 5.0, 7.0], "send_ns": [0, 1e8, 0, 0],
                         "end_ns": [1e9, 2e9, 1e9, 1e9]})
-    u = rounds.units(req)
-    assert len(u) == 1 and u.iloc[0]["tokens"] == 22 and u.iloc[0]["unit_s"] == pytest.approx(2.0)
+    # request 1's text: a third of its characters before the first request of its unit ended at 1 s
+    chunks = pd.DataFrame({"req": [0, 1, 1, 1], "t_ns": [9e8, 5e8, 1.5e9, 2e9], "tokens": np.nan,
+                           "chars": [30, 4, 4, 4]})
+    u = rounds.units(with_steady(req, chunks))
+    assert len(u) == 1 and u.iloc[0]["unit_s"] == pytest.approx(1.0)
+    assert u.iloc[0]["tokens"] == pytest.approx(10 + 12 / 3)
     assert rounds.units(req.drop(columns=["round"])).empty   # a run of whole cells
+
+
+def test_the_steady_window_counts_the_server_s_tokens_where_each_chunk_has_them():
+    req = pd.DataFrame({"arm": "a", "concurrency": 2, "repetition": 1, "round": [0, 0], "ok": True,
+                        "warmup": False, "n_tokens": [4.0, 10.0], "send_ns": [0, 0], "end_ns": [1e9, 3e9]})
+    chunks = pd.DataFrame({"req": [0, 1, 1], "t_ns": [1e9, 1e9, 3e9], "tokens": [4.0, 7.0, 3.0],
+                           "chars": [1, 1, 50]})
+    frac, window = rounds.steady(req, chunks)
+    assert frac == pytest.approx([1.0, 0.7]) and window == pytest.approx([1.0, 1.0])
+
+
+def test_at_one_request_a_unit_the_steady_window_is_the_whole_request():
+    req = pd.DataFrame({"arm": "a", "concurrency": 1, "repetition": 1, "round": [0, 1], "ok": True,
+                        "warmup": False, "n_tokens": [4.0, 6.0], "send_ns": [0, 2e9], "end_ns": [1e9, 5e9]})
+    chunks = pd.DataFrame({"req": [0, 1, 1], "t_ns": [1e9, 3e9, 5e9], "tokens": np.nan, "chars": [3, 3, 3]})
+    frac, window = rounds.steady(req, chunks)
+    assert frac == pytest.approx([1.0, 1.0]) and window == pytest.approx([1.0, 3.0])
+    # a run of whole cells has no units: every token counts, and no window is set
+    frac, window = rounds.steady(req.drop(columns=["round"]), chunks)
+    assert (frac == 1).all() and np.isnan(window).all()
 
 
 def prompt_frame(arm, unit_s, tokens, reps):
@@ -124,4 +153,5 @@ def test_a_round_s_prompts_name_the_unit():
     req = pd.DataFrame({"arm": "a", "concurrency": 2, "repetition": 1, "round": [0, 0], "ok": True, "warmup": False,
                         "n_tokens": [10.0, 12.0], "send_ns": [0, 0], "end_ns": [1e9, 2e9],
                         "prompt_id": pd.Categorical(["q2", "q1"])})
-    assert rounds.units(req).iloc[0]["prompts"] == "q1|q2"
+    chunks = pd.DataFrame({"req": [0, 1], "t_ns": [1e9, 2e9], "tokens": np.nan, "chars": [1, 1]})
+    assert rounds.units(with_steady(req, chunks)).iloc[0]["prompts"] == "q1|q2"
