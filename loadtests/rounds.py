@@ -11,7 +11,7 @@ A unit is over when its last request ends; the next arm's unit starts then.
 
 Each arm's requests of the stretch go to its own cell directory with their round number, and its
 status.json gives `busy_ns`, the sum of its units' lengths: the arm's throughput is its tokens over
-its own busy time (analysis/estimate/metrics.py), not over the stretch, which the other arms share. The first
+its own units' steady windows (analysis/estimate/rounds.py), not over the stretch, which the other arms share. The first
 load.warmup_requests rounds are unmeasured. Requests are streamed with httpx in threads, timed by hand
 as loadtests/client.py times Locust's (its event parser and fields), one thread per user.
 """
