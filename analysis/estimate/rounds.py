@@ -5,8 +5,8 @@ C requests at once, the same prompts for every arm of the round. A unit's throug
 steady window: from its first send until its first request ends, while all C requests are in flight,
 over the tokens that arrived inside it (`steady`). At C=1 that is the whole request. At C>1 a
 speculative unit's requests end at different times, and the tail in which fewer than C remain is a
-batch running below C: counting it would measure a synchronous batch, not load at C (on cpu-tiny,
-linear / AR at C=4 read 0.89 over whole units against 1.32 in closed-loop cells). The ratio of X over
+batch running below C: counting it would measure a synchronous batch, not load at C (on the twin,
+linear / AR at C=8 read 0.81 over whole units against 1.76 over steady windows). The ratio of X over
 Y at C is the ratio of the two arms' pooled throughputs, Σ tokens / Σ window, over the rounds both
 arms completed.
 
@@ -48,6 +48,11 @@ COLUMNS = ["arm", "baseline", "concurrency", "rounds", "block", "df", "speedup",
 UNIT = ["arm", "concurrency", "repetition", "round"]
 
 
+def _measured(req: pd.DataFrame) -> pd.Series:
+    """The measured, finished requests of a rounds run's units."""
+    return req["round"].notna() & req["ok"].astype(bool) & ~req["warmup"].astype(bool)
+
+
 def steady(req: pd.DataFrame, chunks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per request of a rounds run (req: per_request()'s rows, chunks: ingest's): the share of its tokens that
     arrived inside its unit's steady window, and that window's length in seconds (first send of the unit's
@@ -58,7 +63,7 @@ def steady(req: pd.DataFrame, chunks: pd.DataFrame) -> tuple[np.ndarray, np.ndar
     frac, window = np.ones(n), np.full(n, np.nan)
     if "round" not in req or req["round"].isna().all():
         return frac, window
-    live = (req["round"].notna() & req["ok"].astype(bool) & ~req["warmup"].astype(bool)).to_numpy()
+    live = _measured(req).to_numpy()
     rows = np.flatnonzero(live)
     g = req.iloc[rows].groupby(UNIT, observed=True)
     start, end = g["send_ns"].transform("min").to_numpy(float), g["end_ns"].transform("min").to_numpy(float)
@@ -86,7 +91,7 @@ def units(req: pd.DataFrame) -> pd.DataFrame:
     if "round" not in req or req["round"].isna().all():
         return pd.DataFrame(columns=["arm", "concurrency", "repetition", "round", "tokens", "unit_s", "requests",
                                      "prompts"])
-    r = req[req["round"].notna() & req["ok"].astype(bool) & ~req["warmup"].astype(bool)]
+    r = req[_measured(req)]
     if "prompt_id" not in r:
         r = r.assign(prompt_id="")
     r = r.assign(steady_tokens=r["n_tokens"] * r["steady_frac"])
