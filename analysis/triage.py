@@ -300,6 +300,14 @@ class _State:
         rank = lambda t: int((at > at[t]).sum()) + 1  # noqa: E731
         r_tok = ref[pos] if pos < len(ref) else None
         a_tok = arm[pos] if pos < len(arm) else None
+        resplit = False
+        if not server and r_tok is not None and a_tok is not None:
+            # text alone does not say how the server split it: ')' then '(' re-tokenizes as ')(', a token
+            # the target ranks far down, where the server took its near-tied #2. Each side's token here is
+            # the best-ranked one that spells its text on, as a greedy server would have chosen
+            r_alt, a_alt = spelled(tok, ref, pos, ref_text, at), spelled(tok, arm, pos, text, at)
+            if None not in (r_alt, a_alt) and r_alt != a_alt and (r_alt, a_alt) != (r_tok, a_tok):
+                r_tok, a_tok, resplit = r_alt, a_alt, True
         chosen = [t for t in (r_tok, a_tok) if t is not None]
         d = {"token_source": SERVER if server else RETOKENIZED, "position": pos, "ref_len": len(ref),
              "arm_len": len(arm), "ref_token": r_tok, "arm_token": a_tok,
@@ -310,6 +318,8 @@ class _State:
              "ref_rank": rank(r_tok) if r_tok is not None else None,
              "arm_rank": rank(a_tok) if a_tok is not None else None}
         d["verdict"], d["why"] = classify(d, server)
+        if resplit:
+            d["why"] += "; each side's token the best-ranked one that spells its text on"
         return d
 
     def ensure_positions(self, ok: pd.DataFrame, ref_arms: list[str]) -> None:
@@ -338,6 +348,17 @@ def classify(d: dict, server: bool) -> tuple[str, str]:
     if d["margin"] >= THRESHOLD:
         return FAILURE, f"margin {d['margin']:.3f} >= {THRESHOLD:g}{where}"
     return TIE, f"margin {d['margin']:.3f} < {THRESHOLD:g}{where}"
+
+
+def spelled(tok, ids: list[int], pos: int, text: str, row: np.ndarray, limit: int = 64) -> int | None:
+    """Of the target's `limit` best-ranked tokens at output position pos (row: its logits there), the first
+    that spells `text` on from ids[:pos]; None if none does."""
+    before = tok.decode(ids[:pos])
+    for t in np.argsort(-row, kind="stable")[:limit]:
+        head = tok.decode(ids[:pos] + [int(t)])
+        if len(head) > len(before) and text.startswith(head):
+            return int(t)
+    return None
 
 
 def retokenize(text: str, prompt: list[int], scorer, score=None, limit: int = 64) -> list[int]:

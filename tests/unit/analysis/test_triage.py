@@ -252,3 +252,48 @@ def test_a_twin_run_is_re_scored_with_the_pair_it_was_built_from(planted, scorer
     other = {**dir_digests(PAIR_TARGET), "model.safetensors": "0" * 64}
     t = tr.triage(run(other), req)
     assert t.counts.empty and "not the one it was built from (model.safetensors)" in t.note
+
+
+class SplitTokenizer:
+    """Longest-match over a few pieces, so ')' then '(' re-tokenizes as the one token ')('."""
+
+    pieces = ["a", ")", "(", ")(", ')"']
+
+    def encode(self, text: str) -> list[int]:
+        out = []
+        while text:
+            i = max((i for i, p in enumerate(self.pieces) if text.startswith(p)), key=lambda i: len(self.pieces[i]))
+            out.append(i)
+            text = text[len(self.pieces[i]):]
+        return out
+
+    def decode(self, ids) -> str:
+        return "".join(self.pieces[i] for i in ids)
+
+    def chat_ids(self, messages) -> list[int]:
+        return [0]
+
+
+class SplitScorer:
+    """At output position 1 the target prefers ')"' over ')' by 0.05 and ranks ')(' far down; 'a' elsewhere."""
+
+    tokenizer = SplitTokenizer()
+
+    def score(self, prompt, out) -> dict:
+        rows = np.zeros((len(out) + 1, len(SplitTokenizer.pieces)))
+        rows[:, 0] = 10.0
+        rows[1] = [0.0, 9.95, 1.0, 3.0, 10.0]
+        return {"rows": rows, "gaps": np.full(len(out), 5.0)}
+
+
+def test_text_only_records_are_split_as_a_greedy_server_would_have(planted):
+    # ar wrote 'a)"a'; the arm took the near-tied ')' and then '(': its text 'a)(a' re-tokenizes as ')(',
+    # the target's #3, 7 logits down. Split as the target ranks it, the arm's token is ')', a numerical tie
+    req = requests([("ar", [0, 4, 0]), ("linear-b16", [0, 1, 2, 0])], planted.prompt, SplitTokenizer(), ids=False)
+    d = by_arm(tr.triage(fake_run(profile()), req, scorer=SplitScorer()))["linear-b16"]
+    assert (d.position, d.token_source, d.ref_text, d.arm_text, d.arm_rank) == (1, tr.RETOKENIZED, ')"', ")", 2)
+    assert d.verdict == tr.TIE and d.margin == pytest.approx(0.05) and "spells its text on" in d.why
+    # with the server's ids the records say what was generated, and nothing is re-split
+    req = requests([("ar", [0, 4, 0]), ("linear-b16", [0, 3, 0])], planted.prompt, SplitTokenizer())
+    d = by_arm(tr.triage(fake_run(profile()), req, scorer=SplitScorer()))["linear-b16"]
+    assert (d.arm_text, d.verdict) == (")(", tr.FAILURE)
