@@ -36,6 +36,7 @@ from ddbench.core.profile import Profile, ProfileError, load_profile, resolve_pa
 from ddbench.core.records import CellStatus
 from ddbench.core.results import (
     FLUSH,
+    OVERLAY_CHECK,
     REDO,
     RESULTS_ROOT,
     STATUS,
@@ -363,10 +364,23 @@ def stage(module: str, run: RunDir) -> int:
 DIAGNOSTICS = {"headroom": ("analysis.headroom", "headroom"), "sampling-law": ("analysis.sampling_law", "lossless")}
 
 
+def check_build(profile: Profile, run: RunDir) -> None:
+    """The overlay check, on the serving host once the sweep's servers are down. Its verdict is a trust check
+    (analysis/trust/checks.py reads the record), so a build that fails it, or a check that cannot run, never
+    stops the analysis: the check then fails and says why."""
+    if "overlay-check" not in profile.diagnostics or (run.path / OVERLAY_CHECK).is_file():
+        return
+    console.print("diagnostics: overlay-check (containers.h200.diagnostics)", highlight=False)
+    argv = [sys.executable, "-m", "containers.h200.diagnostics", "overlay-check", str(run.path)]
+    rc = subprocess.run(argv).returncode
+    if rc:
+        console.print(f"overlay check: exit {rc} (the trust check reports it)", highlight=False)
+
+
 def diagnose(profile: Profile, run: RunDir) -> int:
     """The profile's offline diagnostics, in order; the first that fails stops the report."""
     for d in profile.diagnostics:
-        if d not in DIAGNOSTICS:   # taken during the sweep (gpu-time)
+        if d not in DIAGNOSTICS:   # taken on the serving host (gpu-time, overlay-check)
             continue
         console.print(f"diagnostics: {d} ({DIAGNOSTICS[d][0]})", highlight=False)
         rc = stage(DIAGNOSTICS[d][0], run)
@@ -445,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     finish_run(run, interrupted=False,
                cells={"total": len(profile.cells()), "ok": len(profile.cells()) - len(pending),
                       "not_ok": len(left), "not_run": len(pending) - len(left)}, **ran)
+    check_build(profile, run)
     rc = stage("analysis", run) or (0 if a.no_report else diagnose(profile, run) or stage("report", run))
     if rc:
         console.print(f"reproduce: a stage after the sweep failed (exit {rc}); the cells are kept in {run.path}",

@@ -20,7 +20,7 @@ from analysis.triage import CHAIN, LOSSLESS
 from analysis.trust import stability, stationarity
 from analysis.trust.correctness import greedy_arms
 from ddbench.core import prom
-from ddbench.core.results import FLUSH, SERVER_INFO, cell_name
+from ddbench.core.results import FLUSH, OVERLAY_CHECK, SERVER_INFO, cell_name
 
 PASS, FAIL, NA = "pass", "fail", "n/a"
 MIN_REQUESTS = 20          # below this even a median is not printed
@@ -163,7 +163,6 @@ def _profile_digest(run: Run) -> list[Check]:
                   f"({run.profile.digest()[:12]}…): the manifest was edited")]
 
 
-OVERLAY_CHECK = "diagnostics/overlay-check.json"   # containers/h200/diagnostics.py writes it
 
 
 def _overlay(run: Run) -> list[Check]:

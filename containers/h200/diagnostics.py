@@ -100,7 +100,7 @@ from ddbench.core import prom
 from ddbench.core.manifest import bundle_marker, now_iso
 from ddbench.core.profile import REPO_ROOT, Arm, Profile, ProfileError, load_profile
 from ddbench.core.prompts import Prompt, load_prompt_set, prompt_set_digest
-from ddbench.core.results import SERVER_LOG, write_json_atomic
+from ddbench.core.results import OVERLAY_CHECK, SERVER_LOG, write_json_atomic
 
 FORK_LAYER = "sglang-ddtree"
 SCHEMA = 1
@@ -330,7 +330,7 @@ def overlay_check(run_dir: Path, profile: Profile, source: str, arm_id: str | No
     doc["same_outputs"] = both_ok and [r["text"] for r in a["requests"]] == [r["text"] for r in b["requests"]]
     doc["passed"] = doc["same_verify_steps"]
     doc["ended"] = now_iso()
-    write_json_atomic(out_dir / "overlay-check.json", doc)
+    write_json_atomic(run_dir / OVERLAY_CHECK, doc)
     return doc
 
 

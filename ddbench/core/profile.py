@@ -570,12 +570,15 @@ class Profile(Strict):
     load: Load = Field(description="how each cell is driven, and how many cells (Load)")
     # offline stages after the sweep, on the CPU, with the run's own pair and prompts (not experiment
     # conditions: left out of the dump when empty, so that older runs keep their digests)
-    diagnostics: list[Literal["headroom", "sampling-law", "gpu-time"]] = Field(
+    diagnostics: list[Literal["headroom", "sampling-law", "gpu-time", "overlay-check"]] = Field(
         [], exclude_if=lambda v: not v,
         description="run by `reproduce`: 'headroom' = the drafter diagnosis (analysis.headroom) and 'sampling-law' = "
                     "the T>0 lossless test (analysis.sampling_law), offline before the report; 'gpu-time' = one "
                     "unmeasured round per C before the measured stretches, each unit under SGLang's profiler: the "
-                    "GPU's busy time per output token beside the wall time (schedule 'rounds', SGLang, runtime local)")
+                    "GPU's busy time per output token beside the wall time (schedule 'rounds', SGLang, runtime local); "
+                    "'overlay-check' = after the sweep, its servers down, the DDTree build's DFLASH against stock "
+                    "SGLang's on the run's first prompts (containers/h200/diagnostics.py; backend.ddtree 'fork', "
+                    "runtime local), unless the run holds one")
     # analysis only, not an experiment condition: out of the digest, and of the dump when unset
     slo: Slo | None = Field(
         None, exclude_if=lambda v: v is None,
@@ -604,6 +607,10 @@ class Profile(Strict):
                 ("sglang", "local", "rounds"):
             raise ValueError("diagnostics 'gpu-time' profiles SGLang servers on this host within the rounds schedule: "
                              "it needs backend sglang, runtime local and load.schedule 'rounds'")
+        if "overlay-check" in self.diagnostics and (self.backend.kind, self.backend.ddtree, self.backend.runtime) != \
+                ("sglang", "fork", "local"):
+            raise ValueError("diagnostics 'overlay-check' serves the DDTree build and stock SGLang from this host's "
+                             "layers: it needs backend sglang, ddtree 'fork' and runtime local")
         servers, load = (parse_cpus(c) if c else frozenset() for c in (self.placement.cpus, self.load.cpus))
         if servers & load:
             raise ValueError(f"placement.cpus '{self.placement.cpus}' and load.cpus '{self.load.cpus}' share "

@@ -166,6 +166,16 @@ def test_requests_per_user_per_level(tmp_path):
         load_profile(bad)
 
 
+def test_overlay_check_needs_the_ddtree_build_served_from_this_hosts_layers(write_profile):
+    msg = error_of(write_profile(lambda d: d.update(diagnostics=["overlay-check"]), name="o.yaml"))
+    assert "overlay-check" in msg and "ddtree 'fork'" in msg
+    ok = load_profile(write_profile(lambda d: d["backend"].update(ddtree="fork") or
+                                    d.update(diagnostics=["overlay-check"]), name="f.yaml"))
+    assert ok.diagnostics == ["overlay-check"]
+    for name in ("h200-twin8b-sglang", "h100-twin8b-sglang"):
+        assert "overlay-check" in load_profile(name).diagnostics
+
+
 def test_rounds_needs_closed_loop_requests_and_gpu_time_needs_sglang_rounds(write_profile):
     msg = error_of(write_profile(lambda d: d["load"].update(schedule="rounds", requests_per_user=None,
                                                             duration_s=5)))
