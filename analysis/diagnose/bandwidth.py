@@ -16,13 +16,16 @@ import pandas as pd
 # Peak HBM bandwidth by GPU name, TB/s, from the vendors' datasheets (H200 SXM 4.8, H100 SXM 3.35, B200 8).
 PEAK_TB_S = {"H200": 4.8, "H100": 3.35, "B200": 8.0}
 
-# The papers' Qwen3-8B figures at T = 0, batch 1, Hugging Face backend (not a serving engine), on other
-# prompts than ddbench's: DFlash (arXiv 2602.06036) GSM8K on an H200; DDTree (arXiv 2604.12989) MATH-500,
-# its best tree budget against DFlash.
+# Published Qwen3-8B figures at T = 0, on other prompts than ddbench's, each at its concurrency c. The papers:
+# batch 1, Hugging Face backend (not a serving engine): DFlash (arXiv 2602.06036) GSM8K on an H200; DDTree
+# (arXiv 2604.12989) MATH-500, its best tree budget against DFlash. DFlash in SGLang (PR sgl-project/sglang#16818):
+# z-lab's DFlash b16, GSM8K, up to 2k new tokens, TP1, acceptance length 6.3-6.4 at every C.
 PAPERS = (
-    {"source": "DFlash paper (H200, GSM8K)", "arm": "DFlash", "tau": 6.54, "over_ar": 5.15},
-    {"source": "DDTree paper (MATH-500)", "arm": "DFlash", "tau": 7.79, "over_ar": 5.56},
-    {"source": "DDTree paper (MATH-500)", "arm": "DDTree", "tau": 10.73, "over_ar": 7.52},
+    {"source": "DFlash paper (H200, GSM8K)", "arm": "DFlash", "c": 1, "tau": 6.54, "over_ar": 5.15},
+    {"source": "DDTree paper (MATH-500)", "arm": "DFlash", "c": 1, "tau": 7.79, "over_ar": 5.56},
+    {"source": "DDTree paper (MATH-500)", "arm": "DDTree", "c": 1, "tau": 10.73, "over_ar": 7.52},
+    *({"source": "SGLang PR 16818 (GSM8K, 2k tokens)", "arm": "DFLASH", "c": c, "tau": 6.36, "over_ar": x}
+      for c, x in ((1, 3.67), (8, 2.79), (32, 1.66))),
 )
 
 

@@ -7,9 +7,11 @@ from report import cost
 
 
 def analysis(device="cuda", twin=True):
-    cells = pd.DataFrame({"arm": ["ar", "linear-b16"], "kind": ["ar", "linear"], "concurrency": 1, "status": "ok",
-                          "step_time_s": [0.006, 0.012], "tau": [1.0, 6.4]})
-    speedups = pd.DataFrame({"arm": ["linear-b16"], "baseline_kind": ["ar"], "concurrency": [1], "speedup": [3.07]})
+    cells = pd.DataFrame({"arm": ["ar", "linear-b16", "ar", "linear-b16"], "kind": ["ar", "linear"] * 2,
+                          "concurrency": [8, 8, 1, 1], "status": "ok", "step_time_s": [0.007, 0.014, 0.006, 0.012],
+                          "tau": [1.0, 6.2, 1.0, 6.4]})
+    speedups = pd.DataFrame({"arm": ["linear-b16"] * 2, "baseline_kind": ["ar"] * 2, "concurrency": [1, 8],
+                             "speedup": [3.07, 2.41]})
     models = {"twin": {"shape": "qwen3-8b", "numbers": vars(SHAPES["qwen3-8b"])}} if twin else {}
     manifest = SimpleNamespace(models=models, host=SimpleNamespace(gpus=[{"name": "NVIDIA H200"}]))
     profile = SimpleNamespace(placement=SimpleNamespace(device=device), runtime=SimpleNamespace(dtype="bfloat16"))
@@ -19,7 +21,15 @@ def analysis(device="cuda", twin=True):
 def test_a_twin_run_states_its_bandwidth_share_and_the_papers():
     c = cost.context(analysis())
     assert c["twin"] and "53\\% of the NVIDIA H200" in c["bandwidth"]
-    assert "3.07" in c["papers"] and "7.52" in c["papers"] and "5.15" in c["papers"]
+    rows = [r.split("&") for r in c["papers"].splitlines() if "this run" in r or "PR 16818" in r]
+    got = [(r[0].strip(), r[1].strip().replace("{}", ""), r[2].strip(), r[4].split("\\")[0].strip()) for r in rows]
+    # this run at each C, in order of C, then the SGLang PR's DFLASH at the same levels
+    assert got == [("this run", "ar", "1", "1.00"), ("this run", "linear-b16", "1", "3.07"),
+                   ("this run", "ar", "8", "1.00"), ("this run", "linear-b16", "8", "2.41"),
+                   ("SGLang PR 16818 (GSM8K, 2k tokens)", "DFLASH", "1", "3.67"),
+                   ("SGLang PR 16818 (GSM8K, 2k tokens)", "DFLASH", "8", "2.79"),
+                   ("SGLang PR 16818 (GSM8K, 2k tokens)", "DFLASH", "32", "1.66")]
+    assert "7.52" in c["papers"] and "5.15" in c["papers"]
 
 
 def test_a_gpu_run_of_the_shipped_pair_gets_the_launch_bound_sentence_only():
