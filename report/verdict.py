@@ -364,7 +364,39 @@ def _have(fams: list) -> str:
                      for f in fams)
 
 
+def block_or_width(a) -> str:
+    """Where each speculative arm's steps stop (tables/acceptance_by_position.csv, its lowest C): a step that took
+    every draft the block allows was cut by the block, and a longer one would extend it; a step that took none
+    stopped at depth 1, where only a tree's siblings can help."""
+    t = a.by_position
+    if t is None or t.empty:
+        return ""
+    blocks = {x.id: x.block_size for x in a.run.profile.measured_arms() if x.kind != "ar"}
+    out = []
+    for arm, g in t.groupby("arm", sort=False):
+        if arm not in blocks:
+            continue
+        g = g[g["concurrency"] == g["concurrency"].min()].set_index("position")
+        deepest = blocks[arm] - 1
+        full = g["share_stopped"].get(deepest, 0.0)
+        tail = g.loc[(g.index > deepest - 3) & (g.index > 0)]
+        p_tail = tail["accepted"].sum() / tail["reached"].sum() if tail["reached"].sum() else float("nan")
+        none = g["share_stopped"].get(0, 0.0)
+        out.append(f"{escape(arm)} at C={int(g['concurrency'].iloc[0])}: {num(100 * full, 1)}\\% of steps took all "
+                   f"{deepest} drafts (the last three positions, once reached, accepted "
+                   f"{num(100 * p_tail, 0)}\\% of the time), {num(100 * none, 1)}\\% took none")
+    if not out:
+        return ""
+    return ("Per draft position (Section~\\ref{sec:acceptance}; steps that took every draft were cut by the block, "
+            "so a longer block would extend them; steps that took none stopped at the first draft, where only a "
+            "wider tree's siblings help): " + "; ".join(out) + ".")
+
+
 def which_budget(a) -> Markup:
+    return Markup(f"{_which_budget(a)} {block_or_width(a)}".strip())
+
+
+def _which_budget(a) -> Markup:
     b = standings.budgets(a)
     if b.empty:
         fams = standings.families(a)

@@ -99,7 +99,8 @@ def _analysis(p: Profile | None = None, speedups=SPEEDUPS):
     run = SimpleNamespace(profile=p, manifest=SimpleNamespace(weights=lambda role: None, prompt_set_digest="d"),
                           requests=pd.DataFrame(columns=["arm", "concurrency", "warmup", "max_tokens", "temperature"]),
                           cache={})
-    return SimpleNamespace(run=run, summary=s, speedups=pd.DataFrame(speedups), cells=cells, boots=boots)
+    return SimpleNamespace(run=run, summary=s, speedups=pd.DataFrame(speedups), cells=cells, boots=boots,
+                           by_position=pd.DataFrame())
 
 
 def _plain(tex) -> str:

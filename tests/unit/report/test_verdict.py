@@ -100,7 +100,8 @@ def _analysis(tmp_path, arms=ARMS, concurrency=(1, 4), headroom=False, lossless_
         run=SimpleNamespace(profile=_profile(arms, concurrency), path=tmp_path), summary=_summary(),
         speedups=_speedups(), decomposition=_decomposition(), categories=_categories(), cells=pd.DataFrame(),
         boots={}, lossless=lossless, lossless_note=None, checks=pd.DataFrame(checks),
-        triage=SimpleNamespace(counts=counts, note=None, threshold=0.19), between_runs=pd.DataFrame())
+        triage=SimpleNamespace(counts=counts, note=None, threshold=0.19), between_runs=pd.DataFrame(),
+        by_position=pd.DataFrame())
 
 
 def _headroom_tables(folder):
@@ -287,3 +288,20 @@ def test_between_runs_says_what_one_run_cannot_know_and_names_the_ratios_that_mo
     assert "headline interval takes in the between-run sd" in both and "widened for 1 of 2" in both
     a.between_runs = pd.DataFrame([calm])
     assert "no ratio of 1 differs between runs" in _plain(verdict.between_runs(a))
+
+
+def test_where_the_steps_stop_says_whether_a_longer_block_or_a_wider_tree_would_pay(tmp_path):
+    a = _analysis(tmp_path)
+    # linear-b16 at C=1, 100 steps: 20 took no draft, 30 took all 15; positions 13-15 were reached 37, 37 and 33
+    # times and accepted 37, 33 and 30 times (100 of 107). Its C=4 rows are another picture, not read.
+    stopped = np.array([20, 10, 0, 0, 0, 33, 0, 0, 0, 0, 0, 0, 0, 4, 3, 30])
+    reach = stopped[::-1].cumsum()[::-1]                     # steps that took at least i drafts
+    t = pd.DataFrame({"arm": "linear-b16", "concurrency": 1, "position": range(16), "steps_stopped": stopped,
+                      "share_stopped": stopped / 100, "reached": np.r_[100, reach[:-1]], "accepted": reach})
+    a.by_position = pd.concat([t, t.assign(concurrency=4, share_stopped=0.5)])
+    text = _plain(verdict.which_budget(a))
+    assert text.startswith("The run cannot answer")           # the budget question as before, then the positions
+    assert ("linear-b16 at C=1: 30.0\\% of steps took all 15 drafts (the last three positions, once reached, "
+            "accepted 93\\% of the time), 20.0\\% took none") in text
+    a.by_position = pd.DataFrame()
+    assert "Per draft position" not in _plain(verdict.which_budget(a))
