@@ -69,7 +69,7 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
                    drift=stability.drift_table(drift), gpu_band=band, host_cpu=host,
                    stage_cost=stagecost.read(run.path), boots=boots, refusals=refusals + more, triage=tri,
                    between_runs=between, stationarity=steady, rounds=by_rounds,
-                   gpu_time=gpu_time.table(run.path), by_position=acceptance.by_position(req), goodput=good,
+                   gpu_time=gpu_time.table(run.path, summary), by_position=acceptance.by_position(req), goodput=good,
                    goodput_ratios=goodput.ratios(good, speedups), warmups=warm)
     res.recommendation = recommend.recommendation(res)
     if other_path is not None:

@@ -228,10 +228,11 @@ def gpu_time(a: Analysis) -> Markup | None:
     if g is None or g.empty:
         return None
     rows = [[escape(x.arm), str(x.concurrency), str(x.tokens), num(x.gpu_ms_per_token, 3),
-             num(x.wall_ms_per_token, 3), num(100 * x.gpu_share, 0), escape(x.error or "")]
-            for x in g.itertuples()]
-    cols = _h("arm", "C", "tokens", "GPU ms/token", "wall ms/token", r"GPU busy \%", "error")
-    return latex(pd.DataFrame(rows, columns=cols), "lrrrrrl")
+             num(x.measured_wall_ms_per_token, 3), num(100 * x.measured_gpu_share, 0), num(x.wall_ms_per_token, 3),
+             num(x.profiler_slowdown, 2), escape(x.error or "")] for x in g.itertuples()]
+    cols = _h("arm", "C", "tokens", "GPU ms/token", "wall ms/token", r"GPU busy \%", "profiled wall ms/token",
+              "profiler slowdown", "error")
+    return latex(pd.DataFrame(rows, columns=cols), "lrrrrrrrl")
 
 
 def drift(a: Analysis) -> Markup:

@@ -3,6 +3,7 @@
 import gzip
 import json
 
+import pandas as pd
 import pytest
 
 from analysis.diagnose import gpu_time
@@ -46,4 +47,17 @@ def test_gpu_and_wall_time_per_token(tmp_path):
     assert lin["gpu_ms_per_token"] == pytest.approx(2.0) and lin["wall_ms_per_token"] == pytest.approx(5.0)
     assert lin["gpu_share"] == pytest.approx(0.4)
     assert "404" in t.loc[("ar", 1), "error"]
+    assert t["measured_gpu_share"].isna().all()                                              # no summary given
+    # against the measured cells at C=1: 400 tok/s is 2.5 ms a token, so the GPU was busy 80% of it, and the
+    # profiler stretched the unit to twice that. At C=2 the profiled unit (tail included) is not a measured one
+    (root / "linear-b16" / "c1").mkdir()
+    (root / "linear-b16" / "c1" / "requests-h-1.jsonl").write_text(record(400) + "\n")
+    (root / "linear-b16-c1.json").write_text(json.dumps({"gpu_busy_s": 0.8, "wall_s": 2.0}))
+    summary = pd.DataFrame({"arm": ["linear-b16", "linear-b16", "ar"], "concurrency": [1, 2, 1],
+                            "throughput": [400.0, 400.0, 0.0]})
+    m = gpu_time.table(tmp_path, summary).set_index(["arm", "concurrency"])
+    assert m.loc[("linear-b16", 1), "measured_wall_ms_per_token"] == pytest.approx(2.5)
+    assert m.loc[("linear-b16", 1), "measured_gpu_share"] == pytest.approx(0.8)
+    assert m.loc[("linear-b16", 1), "profiler_slowdown"] == pytest.approx(2.0)
+    assert m.loc[[("linear-b16", 2), ("ar", 1)], "measured_gpu_share"].isna().all()
     assert gpu_time.table(tmp_path / "elsewhere").empty
