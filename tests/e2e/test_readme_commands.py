@@ -1,6 +1,7 @@
 """The README's "On your GPU" commands, as a user types them, up to where a GPU is needed: `just init` for a
 hub pair writes a profile that `just check` passes (no network), and the three commands of "Your server"
-produce a report against two servers the test started itself (the README's HOST:PORT replaced by theirs)."""
+(`just bench` last) produce a profile and a report against two servers the test started itself (the README's
+HOST:PORT replaced by theirs)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ddbench.core.profile import load_profile
 from ddbench.core.results import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,11 +28,14 @@ def block(heading: str) -> list[str]:
     return [line.split("  #")[0].strip() for line in body.splitlines() if line.strip()]
 
 
-def ddbench(words: list[str], cwd: Path, **kw) -> subprocess.CompletedProcess:
-    """`just VERB ...` or `.venv/bin/just VERB ...` as the justfile runs it: python -m ddbench VERB ..."""
+def ddbench(words: list[str], cwd: Path, caller: Path | None = None, **kw) -> subprocess.CompletedProcess:
+    """`just VERB ...` or `.venv/bin/just VERB ...` as the justfile runs it: python -m ddbench VERB ..., from the
+    repository root, with the directory the user typed it in (caller) as just exports it."""
     assert words[0] in ("just", ".venv/bin/just"), words
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
+           **({"DDBENCH_CALLER_DIR": str(caller)} if caller else {})}
     return subprocess.run([sys.executable, "-m", "ddbench", *words[1:]], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}, **kw)
+                          env=env, **kw)
 
 
 def test_your_model_init_then_check_without_network(tmp_path):
@@ -47,10 +52,14 @@ def test_your_server_three_commands_to_a_report(servers, tmp_path):
     assert clone.startswith("git clone") and setup == "./setup"   # the test runs from this clone, set up
     urls = iter(servers)
     words = [re.sub(r"http://HOST:\d+", lambda _: next(urls), w) for w in shlex.split(run)]
+    assert words[1] == "bench"
     root = tmp_path / "results"
-    out = ddbench(words + ["--results-root", str(root)], REPO, timeout=900)
+    out = ddbench(words + ["--results-root", str(root)], REPO, caller=tmp_path, timeout=900)
     assert out.returncode == 0, out.stdout + out.stderr
-    run_dir = RunDir.open(next((root / "external-example").iterdir()))
+    # the profile it ran, where the user typed the command, for `just reproduce bench.yaml` to repeat
+    written = load_profile(str(tmp_path / "bench.yaml"))
+    assert written.backend.kind == "external" and [a.url for a in written.arms] == servers
+    run_dir = RunDir.open(next((root / "bench").iterdir()))
     assert (run_dir.path / "report.pdf").stat().st_size > 0
     cells = pd.read_csv(run_dir.tables / "cells.csv")
     assert (cells["status"] == "ok").all() and set(cells["arm"]) == {"ar", "linear-b16"}
