@@ -353,12 +353,14 @@ def classify(d: dict, server: bool) -> tuple[str, str]:
 def spelled(tok, ids: list[int], pos: int, text: str, row: np.ndarray, limit: int = 64) -> int | None:
     """Of the target's `limit` best-ranked tokens at output position pos (row: its logits there), the first
     that spells `text` on from ids[:pos]; None if none does."""
-    before = tok.decode(ids[:pos])
-    for t in np.argsort(-row, kind="stable")[:limit]:
-        head = tok.decode(ids[:pos] + [int(t)])
-        if len(head) > len(before) and text.startswith(head):
-            return int(t)
-    return None
+    return next((int(t) for t in np.argsort(-row, kind="stable")[:limit] if spells(tok, ids, pos, text, int(t))),
+                None)
+
+
+def spells(tok, ids: list[int], pos: int, text: str, t: int) -> str | None:
+    """ids[:pos] + [t] decoded, where it is a longer prefix of `text` than ids[:pos] alone; else None."""
+    head = tok.decode(ids[:pos] + [t])
+    return head if len(head) > len(tok.decode(ids[:pos])) and text.startswith(head) else None
 
 
 def retokenize(text: str, prompt: list[int], scorer, score=None, limit: int = 64) -> list[int]:
@@ -374,8 +376,8 @@ def retokenize(text: str, prompt: list[int], scorer, score=None, limit: int = 64
         best = rows.argmax(axis=1) if len(ids) else np.zeros(0, dtype=int)
         for i in np.nonzero(best != np.asarray(ids, dtype=int))[0]:
             a = int(best[i])
-            before, head = tok.decode(ids[:i]), tok.decode(ids[:i] + [a])
-            if len(head) > len(before) and text.startswith(head):
+            head = spells(tok, ids, i, text, a)
+            if head is not None:
                 ids = ids[:i] + [a] + tok.encode(text[len(head):])
                 break
         else:

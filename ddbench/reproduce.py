@@ -355,9 +355,9 @@ def _span(text: str) -> range:
     return range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1)
 
 
-def stage(module: str, run: RunDir) -> int:
+def stage(module: str, run: RunDir, *verb: str) -> int:
     """Run a later stage as its own process: stages share files, not memory."""
-    return subprocess.run([sys.executable, "-m", module, str(run.path)]).returncode
+    return subprocess.run([sys.executable, "-m", module, *verb, str(run.path)]).returncode
 
 
 # a profile's diagnostics: (module, just recipe); each writes its tables into the run, the report reads them
@@ -371,8 +371,7 @@ def check_build(profile: Profile, run: RunDir) -> None:
     if "overlay-check" not in profile.diagnostics or (run.path / OVERLAY_CHECK).is_file():
         return
     console.print("diagnostics: overlay-check (containers.h200.diagnostics)", highlight=False)
-    argv = [sys.executable, "-m", "containers.h200.diagnostics", "overlay-check", str(run.path)]
-    rc = subprocess.run(argv).returncode
+    rc = stage("containers.h200.diagnostics", run, "overlay-check")
     if rc:
         console.print(f"overlay check: exit {rc} (the trust check reports it)", highlight=False)
 

@@ -380,7 +380,8 @@ def block_or_width(a) -> str:
         deepest = blocks[arm] - 1
         full = g["share_stopped"].get(deepest, 0.0)
         tail = g.loc[(g.index > deepest - 3) & (g.index > 0)]
-        p_tail = tail["accepted"].sum() / tail["reached"].sum() if tail["reached"].sum() else float("nan")
+        reached = tail["reached"].sum()
+        p_tail = tail["accepted"].sum() / reached if reached else float("nan")
         none = g["share_stopped"].get(0, 0.0)
         out.append(f"{escape(arm)} at C={int(g['concurrency'].iloc[0])}: {num(100 * full, 1)}\\% of steps took all "
                    f"{deepest} drafts (the last three positions, once reached, accepted "

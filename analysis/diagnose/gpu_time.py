@@ -41,7 +41,7 @@ def table(run_dir: str | Path, summary: pd.DataFrame | None = None) -> pd.DataFr
     measured wall per token at C=1 that the busy share is taken against."""
     root = Path(run_dir) / DIAGNOSTICS / GPU_TIME
     measured = {} if summary is None or summary.empty else \
-        {(str(r.arm), 1): 1e3 / r.throughput for r in summary.itertuples() if r.concurrency == 1 and r.throughput > 0}
+        {str(r.arm): 1e3 / r.throughput for r in summary.itertuples() if r.concurrency == 1 and r.throughput > 0}
     rows = []
     for path in sorted(root.glob("*.json")) if root.is_dir() else []:
         m = NAME.match(path.name)
@@ -53,7 +53,7 @@ def table(run_dir: str | Path, summary: pd.DataFrame | None = None) -> pd.DataFr
         busy, wall = doc.get("gpu_busy_s", float("nan")), doc.get("wall_s", float("nan"))
         gpu_ms = 1e3 * busy / tokens if tokens else float("nan")
         wall_ms = 1e3 * wall / tokens if tokens else float("nan")
-        ms = measured.get((arm, c), float("nan"))
+        ms = measured.get(arm, float("nan")) if c == 1 else float("nan")
         rows.append({"arm": arm, "concurrency": c, "tokens": tokens, "requests": n, "gpu_busy_s": busy,
                      "wall_s": wall, "gpu_ms_per_token": gpu_ms, "wall_ms_per_token": wall_ms,
                      "gpu_share": busy / wall if wall else float("nan"), "measured_wall_ms_per_token": ms,
