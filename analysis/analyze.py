@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 
 from analysis import agreement, recommend, triage
-from analysis.diagnose import acceptance, gpu_time, stagecost
+from analysis.diagnose import acceptance, gpu_time, host_profile, stagecost
 from analysis.estimate import compare, goodput, metrics, rounds
 from analysis.outcome import TABLE_NAMES, Analysis
 from analysis.read import ingest
@@ -69,7 +69,8 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
                    drift=stability.drift_table(drift), gpu_band=band, host_cpu=host,
                    stage_cost=stagecost.read(run.path), boots=boots, refusals=refusals + more, triage=tri,
                    between_runs=between, stationarity=steady, rounds=by_rounds,
-                   gpu_time=gpu_time.table(run.path, summary), by_position=acceptance.by_position(req), goodput=good,
+                   gpu_time=gpu_time.table(run.path, summary), host_profile=host_profile.table(run.path),
+                   by_position=acceptance.by_position(req), goodput=good,
                    goodput_ratios=goodput.ratios(good, speedups), warmups=warm)
     res.recommendation = recommend.recommendation(res)
     if other_path is not None:
@@ -122,6 +123,7 @@ def write_tables(a: Analysis) -> list[Path]:
               "lossless": a.lossless, "checks": a.checks, "drift": a.drift, "gpu_band": a.gpu_band,
               "host_cpu": a.host_cpu, "stage_cost": a.stage_cost, "between_runs": a.between_runs,
               "stationarity": a.stationarity, "rounds": a.rounds, "gpu_time": a.gpu_time,
+              "host_profile": a.host_profile,
               "recommendation": a.recommendation, "acceptance_by_position": a.by_position,
               "goodput": a.goodput, "goodput_ratios": a.goodput_ratios, "warmups": a.warmups,
               "server_log": a.run.log, "server_metrics": a.run.server,

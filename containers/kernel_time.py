@@ -6,7 +6,7 @@
 A speculative step on SGLang leaves the GPU idle part of the time: the host (scheduler, drafter
 bookkeeping, sampling) sits between kernels. Wall time per output token mixes the algorithm's cost with
 the build's host overhead; the GPU's own time per token (the union of its kernels' intervals over the
-unit) separates them. The server writes a chrome trace (`/start_profile` with GPU activity only, then
+unit) separates them. The server writes a chrome trace (`/start_profile` with GPU activity, then
 `/stop_profile`, SGLang's own endpoints); it is read here into `dest_json` and deleted, since a trace of
 a few seconds runs to tens of MB. Only a server on this host (runtime local) can be read this way.
 """
@@ -18,6 +18,7 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -28,19 +29,27 @@ EXPORT_WAIT_S = 120.0      # /stop_profile returns before the trace is written
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
-def busy(events: list[dict]) -> dict:
-    """The union of the GPU events' [ts, ts + dur) intervals (µs in chrome traces): busy time, count, span."""
+def busy_spans(events: list[dict]) -> list[tuple[float, float]]:
+    """The GPU events' [ts, ts + dur) intervals (µs in chrome traces), merged and sorted."""
     spans = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur") or 0)) for e in events
                    if e.get("cat") in GPU_CATEGORIES and "ts" in e)
-    total, end = 0.0, float("-inf")
+    out: list[tuple[float, float]] = []
     for a, b in spans:
-        if b <= end:
-            continue
-        total += b - max(a, end)
-        end = b
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def busy(events: list[dict]) -> dict:
+    """The union of the GPU events' intervals: busy time, count, span."""
+    spans = busy_spans(events)
     first = spans[0][0] if spans else float("nan")
-    last = max((b for _, b in spans), default=float("nan"))
-    return {"gpu_busy_s": total / 1e6, "gpu_events": len(spans), "gpu_span_s": (last - first) / 1e6}
+    last = spans[-1][1] if spans else float("nan")
+    return {"gpu_busy_s": sum(b - a for a, b in spans) / 1e6,
+            "gpu_events": sum(e.get("cat") in GPU_CATEGORIES and "ts" in e for e in events),
+            "gpu_span_s": (last - first) / 1e6}
 
 
 def read_trace(path: Path) -> list[dict]:
@@ -53,10 +62,16 @@ def read_trace(path: Path) -> list[dict]:
 class KernelTimer:
     """Profile one server's GPU activity over a `with` block; the summary (with the block's wall time and
     what the caller adds through `note`) lands in dest_json. Failures are recorded there, never raised:
-    a diagnostic must not fail the sweep."""
+    a diagnostic must not fail the sweep.
 
-    def __init__(self, url: str, dest_json: Path, headers: dict[str, str] | None = None):
+    activities ("CPU" as well) and num_steps (the server stops itself after that many forward steps) serve the
+    host profile (containers/host_time.py, its summarize); the default is the GPU's busy time alone."""
+
+    def __init__(self, url: str, dest_json: Path, headers: dict[str, str] | None = None, *,
+                 activities: tuple[str, ...] = ("GPU",), num_steps: int | None = None,
+                 summarize: Callable[[list[dict]], dict] = busy):
         self.url, self.dest, self.headers = url.rstrip("/"), Path(dest_json), headers or {}
+        self.activities, self.num_steps, self.summarize = list(activities), num_steps, summarize
         self.extra: dict = {}
 
     def note(self, **facts) -> None:
@@ -67,7 +82,10 @@ class KernelTimer:
         self.error = None
         try:
             r = httpx.post(self.url + "/start_profile", headers=self.headers, timeout=60,
-                           json={"output_dir": str(self.dir), "activities": ["GPU"], "profile_prefix": "ddbench"})
+                           json={"output_dir": str(self.dir), "activities": self.activities,
+                                 "with_stack": "CPU" in self.activities,
+                                 "record_shapes": False, "profile_prefix": "ddbench",
+                                 **({"num_steps": self.num_steps} if self.num_steps else {})})
             if r.status_code != 200:
                 self.error = f"/start_profile answered HTTP {r.status_code}: {r.text.strip()[:200]}"
         except httpx.HTTPError as e:
@@ -91,7 +109,7 @@ class KernelTimer:
 
     def _collect(self) -> dict:
         r = httpx.post(self.url + "/stop_profile", headers=self.headers, timeout=EXPORT_WAIT_S)
-        if r.status_code != 200:
+        if r.status_code != 200 and not self.num_steps:   # with num_steps the server may have stopped itself
             raise ValueError(f"/stop_profile answered HTTP {r.status_code}: {r.text.strip()[:200]}")
         deadline = time.monotonic() + EXPORT_WAIT_S
         while True:   # the scheduler exports after answering: wait for a complete file
@@ -99,7 +117,7 @@ class KernelTimer:
             if traces:
                 try:
                     events = [e for t in traces for e in read_trace(t)]
-                    return {**busy(events), "traces": len(traces),
+                    return {**self.summarize(events), "traces": len(traces),
                             "trace_mb": round(sum(t.stat().st_size for t in traces) / 1e6, 2)}
                 except (OSError, EOFError, ValueError):
                     pass   # still being written

@@ -33,6 +33,7 @@ from ddbench.core.records import CellStatus
 from ddbench.core.results import (
     DIAGNOSTICS,
     GPU_TIME,
+    HOST_PROFILE,
     STABLE,
     STATUS,
     WARMUP,
@@ -41,6 +42,9 @@ from ddbench.core.results import (
     write_json_atomic,
 )
 
+# forward steps of each host-profile unit under the profiler: a speculative arm's first ~200 tokens, AR's 32; Python
+# stacks make a step's trace thousands of events, and this keeps one to tens of MB
+HOST_STEPS = 32
 # cell(workload, load, *, url, cell_dir, arm, concurrency, repetition[, unmeasured]) -> CellStatus; the
 # workload is the one the measured arm sends (its sampling setting), the url its base arm's server;
 # unmeasured=True for a warm-up's load
@@ -114,6 +118,8 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
         warm_up(profile, block, servers, run_dir, cell, outside)
         if stretch is not None and "gpu-time" in profile.diagnostics:
             time_kernels(profile, block, run_dir, servers, stretch, outside)
+        if stretch is not None and "host-profile" in profile.diagnostics:
+            time_host(profile, block, run_dir, servers, stretch, outside)
         if hasattr(gate, "rebase") and len({r for _, _, r in block.cells}) > 1:
             gate.rebase(block.cells[0][2])   # a bring-up shared by many repetitions is none's own length
         if stretch is not None:
@@ -200,15 +206,38 @@ def time_kernels(profile: Profile, block: schedule.Block, run_dir: Path, servers
     from containers.kernel_time import KernelTimer
 
     root = Path(run_dir) / DIAGNOSTICS / GPU_TIME
-    arms = [a for a in dict.fromkeys(x for x, _, _ in block.cells) if profile.arm(a).server in servers]
     for c in dict.fromkeys(c for _, c, _ in block.cells):
-        if (root / f"{arms[-1]}-c{c}.json").is_file():   # a resumed sweep keeps the first profile
-            continue
-        targets = [(a, profile.workload_for(a), servers[profile.arm(a).server].url, root / a / f"c{c}",
-                    _request_args(servers[profile.arm(a).server], outside)) for a in arms]
-        load = profile.load.model_copy(update={"warmup_requests": 0, "requests_per_user": 1})
-        stretch(targets, load, concurrency=c, repetition=0,
-                around=lambda t, c=c: KernelTimer(t.url, root / f"{t.arm}-c{c}.json"))
+        _profiled_round(profile, block, servers, stretch, outside, root, c,
+                        lambda t, c=c: KernelTimer(t.url, root / f"{t.arm}-c{c}.json"))
+
+
+def time_host(profile: Profile, block: schedule.Block, run_dir: Path, servers: dict, stretch: StretchRunner,
+              outside: bool) -> None:
+    """The host-profile diagnostic: one unmeasured round at C=1 and at C=8 (where the run has them), each unit's
+    first HOST_STEPS forward steps under SGLang's profiler with CPU activity and Python stacks, into
+    RUN_DIR/diagnostics/host-profile/<arm>-c<C>.json: the GPU's idle time per step and the frames the scheduler
+    was in meanwhile (containers/host_time.py)."""
+    from containers import host_time
+    from containers.kernel_time import KernelTimer
+
+    root = Path(run_dir) / DIAGNOSTICS / HOST_PROFILE
+    for c in [c for c in dict.fromkeys(c for _, c, _ in block.cells) if c in (1, 8)]:
+        _profiled_round(profile, block, servers, stretch, outside, root, c,
+                        lambda t, c=c: KernelTimer(t.url, root / f"{t.arm}-c{c}.json", activities=("CPU", "GPU"),
+                                                   num_steps=HOST_STEPS, summarize=host_time.summarize))
+
+
+def _profiled_round(profile: Profile, block: schedule.Block, servers: dict, stretch: StretchRunner, outside: bool,
+                    root: Path, c: int, timer) -> None:
+    """One unmeasured round at C of every arm that is up, each unit inside timer(target); its records go to
+    root/<arm>/c<C>/. A resumed sweep keeps the round it has."""
+    arms = [a for a in dict.fromkeys(x for x, _, _ in block.cells) if profile.arm(a).server in servers]
+    if not arms or (root / f"{arms[-1]}-c{c}.json").is_file():
+        return
+    targets = [(a, profile.workload_for(a), servers[profile.arm(a).server].url, root / a / f"c{c}",
+                _request_args(servers[profile.arm(a).server], outside)) for a in arms]
+    load = profile.load.model_copy(update={"warmup_requests": 0, "requests_per_user": 1})
+    stretch(targets, load, concurrency=c, repetition=0, around=timer)
 
 
 def _request_args(server, outside: bool) -> dict:

@@ -235,6 +235,20 @@ def gpu_time(a: Analysis) -> Markup | None:
     return latex(pd.DataFrame(rows, columns=cols), "lrrrrrrrl")
 
 
+def host_profile(a: Analysis) -> Markup | None:
+    """Per arm and C: ms per step and the GPU's idle ms per step under the profiler, and the SGLang functions
+    and innermost frames that held most of the idle time, from the host-profile diagnostic, or None."""
+    h = a.host_profile
+    if h is None or h.empty:
+        return None
+    rows = [[escape(x.arm), str(x.concurrency), str(x.steps), num(x.ms_per_step, 2), num(x.idle_ms_per_step, 2),
+             num(100 * x.idle_share, 0), escape(x.top_sglang or x.error or ""), escape(x.top_frames)]
+            for x in h.itertuples()]
+    cols = _h("arm", "C", "steps", "ms/step", "GPU idle ms/step", r"idle \%", "SGLang functions (idle ms/step)",
+              "innermost frames (idle ms/step)")
+    return latex(pd.DataFrame(rows, columns=cols), r"lrrrrrp{5.2cm}p{5.2cm}", long=True)
+
+
 def drift(a: Analysis) -> Markup:
     d = a.drift
     if d.empty:

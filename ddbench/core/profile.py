@@ -570,12 +570,15 @@ class Profile(Strict):
     load: Load = Field(description="how each cell is driven, and how many cells (Load)")
     # offline stages after the sweep, on the CPU, with the run's own pair and prompts (not experiment
     # conditions: left out of the dump when empty, so that older runs keep their digests)
-    diagnostics: list[Literal["headroom", "sampling-law", "gpu-time", "overlay-check"]] = Field(
+    diagnostics: list[Literal["headroom", "sampling-law", "gpu-time", "host-profile", "overlay-check"]] = Field(
         [], exclude_if=lambda v: not v,
         description="run by `reproduce`: 'headroom' = the drafter diagnosis (analysis.headroom) and 'sampling-law' = "
                     "the T>0 lossless test (analysis.sampling_law), offline before the report; 'gpu-time' = one "
                     "unmeasured round per C before the measured stretches, each unit under SGLang's profiler: the "
                     "GPU's busy time per output token beside the wall time (schedule 'rounds', SGLang, runtime local); "
+                    "'host-profile' = one unmeasured round at C=1 and 8 before the measured stretches, 32 steps of "
+                    "each unit under SGLang's profiler with CPU activity: the GPU's idle time per step and the "
+                    "scheduler's frames meanwhile (containers/host_time.py; as gpu-time, SGLang, local, rounds); "
                     "'overlay-check' = after the sweep, its servers down, the DDTree build's DFLASH against stock "
                     "SGLang's on the run's first prompts (containers/h200/diagnostics.py; backend.ddtree 'fork', "
                     "runtime local), unless the run holds one")
@@ -603,10 +606,11 @@ class Profile(Strict):
             _check_started(self)
         if self.backend.kind == "sglang":
             _check_sglang(self)
-        if "gpu-time" in self.diagnostics and (self.backend.kind, self.backend.runtime, self.load.schedule) != \
-                ("sglang", "local", "rounds"):
-            raise ValueError("diagnostics 'gpu-time' profiles SGLang servers on this host within the rounds schedule: "
-                             "it needs backend sglang, runtime local and load.schedule 'rounds'")
+        for d in ("gpu-time", "host-profile"):
+            if d in self.diagnostics and (self.backend.kind, self.backend.runtime, self.load.schedule) != \
+                    ("sglang", "local", "rounds"):
+                raise ValueError(f"diagnostics '{d}' profiles SGLang servers on this host within the rounds schedule: "
+                                 "it needs backend sglang, runtime local and load.schedule 'rounds'")
         if "overlay-check" in self.diagnostics and (self.backend.kind, self.backend.ddtree, self.backend.runtime) != \
                 ("sglang", "fork", "local"):
             raise ValueError("diagnostics 'overlay-check' serves the DDTree build and stock SGLang from this host's "

@@ -51,6 +51,7 @@ STABLE = "stable.json"        # a warm-up until stable: each window's throughput
 FLUSH = "flush.json"          # a cell's prefix-cache flush: the path asked, the answer, or why none was asked
 DIAGNOSTICS = "diagnostics"   # beside the cells, never read as one: RUN_DIR/diagnostics/<name>...
 GPU_TIME = "gpu-time"         # the profiled round per C (containers/sweep.py time_kernels)
+HOST_PROFILE = "host-profile"   # the host's share of a step, by frame (containers/sweep.py time_host)
 OVERLAY_CHECK = "diagnostics/overlay-check.json"   # the build against stock SGLang (containers/h200/diagnostics.py)
 SERVER_INFO = "server_info.json"   # an external server's self-description, beside its arm's status
 SERVER_LOG = "server.log"
