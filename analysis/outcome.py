@@ -56,7 +56,7 @@ class Analysis:
     stationarity: pd.DataFrame = field(default_factory=pd.DataFrame)  # each ratio's step or trend over the run
     rounds: pd.DataFrame = field(default_factory=pd.DataFrame)     # each ratio from the rounds (estimate.rounds)
     gpu_time: pd.DataFrame = field(default_factory=pd.DataFrame)   # GPU vs wall time per token (diagnose.gpu_time)
-    host_profile: pd.DataFrame = field(default_factory=pd.DataFrame)   # the GPU's idle time by frame (diagnose.host_profile)
+    host_profile: pd.DataFrame = field(default_factory=pd.DataFrame)   # GPU idle time by frame (diagnose.host_profile)
     recommendation: pd.DataFrame = field(default_factory=pd.DataFrame)  # what to deploy (analysis.recommend)
     by_position: pd.DataFrame = field(default_factory=pd.DataFrame)  # acceptance per draft position (diagnose)
     goodput: pd.DataFrame = field(default_factory=pd.DataFrame)       # per cell, under the profile's slo

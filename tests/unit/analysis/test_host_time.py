@@ -34,7 +34,8 @@ def test_idle_time_is_charged_to_the_innermost_frame_and_the_sglang_frame_above_
     assert s["ms_per_step"] == pytest.approx(0.1) and s["idle_ms_per_step"] == pytest.approx(0.055)
     assert s["idle_covered_s"] == pytest.approx(110e-6)
     leaf = dict(s["top_frames_ms"])      # ms per step
-    assert leaf == pytest.approx({"managers/scheduler.py(2996): run_batch": 0.0175, "nn/functional.py(5): softmax": 0.015,
+    assert leaf == pytest.approx({"managers/scheduler.py(2996): run_batch": 0.0175,
+                                  "nn/functional.py(5): softmax": 0.015,
                                   "<built-in method tolist of Tensor object>": 0.015, "aten::sort": 0.005,
                                   "speculative/ddtree_worker.py(10): build_tree": 0.0025})
     owner = dict(s["top_sglang_ms"])
