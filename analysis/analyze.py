@@ -40,6 +40,9 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
                                  f"does not define (arms: {sorted(kinds)})")
     req = metrics.per_request(run.requests, run.chunks, kinds)
     req, cells_in = metrics.mark_window(req, run.cells)
+    # an open-loop cell's offered rate, from its measured arm (closed loop: none)
+    cells_in = cells_in.assign(offered_rate=cells_in["arm"].map(
+        {a.id: run.profile.load_for(a.id).rate for a in run.profile.arms}).astype(float))
     gaps = metrics.chunk_gaps(run.chunks)
     # filtering a frame copies every column: the numeric view keeps the many per-cell slices cheap
     slim = req[SLIM]

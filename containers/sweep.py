@@ -142,7 +142,7 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
                 continue
             with Telemetry(cell_dir(a, c, r) / TELEMETRY, gpus=profile.placement.gpus or None,
                            interval_s=telemetry_interval_s):
-                status = cell(profile.workload_for(a), profile.load, url=server.url, cell_dir=cell_dir(a, c, r),
+                status = cell(profile.workload_for(a), profile.load_for(a), url=server.url, cell_dir=cell_dir(a, c, r),
                               arm=a, concurrency=c, repetition=r, **_request_args(server, outside))
             gone = server.exited()
             if gone is not None:
@@ -257,15 +257,15 @@ def warm_up(profile: Profile, block: schedule.Block, servers: dict, run_dir: Pat
         return
     share = profile.load.warmup_s / len(pairs)
     stable = profile.load.warmup_until_stable
-    load = profile.load.model_copy(update={"duration_s": stable.window_s if stable else share,
-                                           "requests_per_user": None, "warmup_requests": 0})
     for a, c in pairs:
+        load = profile.load_for(a).model_copy(update={"duration_s": stable.window_s if stable else share,
+                                                      "requests_per_user": None, "warmup_requests": 0})
         server = servers[profile.arm(a).server]
         if server.exited() is not None:
             continue
         where, args = warmup_dir(run_dir, a, c), _request_args(server, outside)
 
-        def window(d: Path, a=a, c=c, server=server, args=args) -> None:
+        def window(d: Path, a=a, c=c, server=server, args=args, load=load) -> None:
             cell(profile.workload_for(a), load, url=server.url, cell_dir=d, arm=a, concurrency=c, repetition=0,
                  unmeasured=True, **args)
 

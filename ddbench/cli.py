@@ -113,7 +113,11 @@ def plan_text(profile, source: str, overrides: list[str] | tuple[str, ...] = ())
                     f"({measured * load.repetitions * len(measured_arms)} measured)")
     else:
         requests = f"{load.duration_s:g} s per cell after {load.warmup_requests} warmup requests per user"
-    lines += [f"  load {load.mode}, concurrency {load.concurrency}, {load.repetitions} repetition(s), "
+    rates = load.rates()
+    lines += [f"  load {load.mode}" + (f" at {', '.join(f'{q:g}' for q in rates)} req/s offered"
+                                       + (" (each arm measured at each: <arm>@q<rate>)" if len(rates) > 1 else "")
+                                       if load.mode == "open" else "")
+              + f", concurrency {load.concurrency}, {load.repetitions} repetition(s), "
               f"seed {load.seed}" + (f", load generator pinned to CPU {load.cpus}" if load.cpus else ""),
               *([f"  budget {load.budget_s:g} s for the sweep: a repetition starts only if it would end inside it "
                  f"(the first {budget.MIN_REPETITIONS} always run; the rest are left for --resume)"]

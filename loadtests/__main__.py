@@ -32,7 +32,7 @@ def overridden(load: Load, a: argparse.Namespace) -> Load:
 def cmd_run(a: argparse.Namespace) -> int:
     profile = load_profile(a.profile)
     profile.arm(a.arm)
-    load = overridden(profile.load, a)
+    load = overridden(profile.load_for(a.arm), a)
     workload = profile.workload
     if a.max_tokens is not None:
         workload = workload.model_validate({**workload.model_dump(), "max_tokens": a.max_tokens})

@@ -38,7 +38,7 @@ def ui_argv(profile: Profile, profile_ref: str, arm: str, *, url: str | None, po
     argv += ["--host", url] if url else ["--ddbench-serve"]
     argv += processes_argv(processes)
     # concurrency 0: each record carries the user count chosen in the UI
-    return argv + cell_argv(profile.workload, profile.load, arm=arm, concurrency=0, repetition=1,
+    return argv + cell_argv(profile.workload, profile.load_for(arm), arm=arm, concurrency=0, repetition=1,
                             records_dir=records_dir, model=model)
 
 

@@ -40,7 +40,7 @@ def conditions(run: Run, arm_id: str, concurrency: int) -> dict[str, object]:
         "max_tokens": sent["max_tokens"] or (w.max_tokens,),
         "temperature": sent["temperature"] or (s.temperature,),
         "top_p": s.top_p, "top_k": s.top_k, "ignore_eos": w.ignore_eos,
-        "load mode": p.load.mode, "rate": p.load.rate, "concurrency": concurrency,
+        "load mode": p.load.mode, "rate": p.load_for(arm_id).rate, "concurrency": concurrency,
         "dtype": rt.dtype, "attention backend": rt.attention_backend, "overlap scheduler": rt.overlap_scheduler,
         "page size": rt.page_size, "cuda graphs": p.cuda_graphs(arm), "max running requests": rt.max_running_requests,
         "runtime env": tuple(sorted(rt.env.items())), "runtime args": tuple(rt.extra_args),

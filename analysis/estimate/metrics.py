@@ -175,6 +175,10 @@ def _cell(cell: dict, r: pd.DataFrame, gaps: np.ndarray, kind: str, categories, 
            "n_window": int(good["in_window"].sum()), "tokens": tokens, "steps": steps,
            "client_cpu_max": cell.get("client_cpu_max")}
     out["throughput"] = tokens / w if w > 0 else float("nan")
+    out["offered_rate"] = cell.get("offered_rate", float("nan"))
+    # requests completed per second of the window: an open-loop cell whose server keeps up completes them at the
+    # rate they are offered
+    out["achieved_rate"] = out["n_window"] / w if w > 0 else float("nan")
     out["throughput_lo"], out["throughput_hi"] = stats.interval(throughput_replicates(out["throughput"], [boot]))
     out["tau"], tau_reps = ratio(boot, "step_tokens", "steps")
     out["tau_lo"], out["tau_hi"] = stats.interval(tau_reps)
@@ -231,14 +235,15 @@ def across_repetitions(cells: pd.DataFrame) -> pd.DataFrame:
     ok = cells[cells["status"] == "ok"]
     for (arm, c), g in ok.groupby(["arm", "concurrency"], sort=True):
         kind = g["kind"].iloc[0]
-        row = {"arm": arm, "kind": kind, "concurrency": c, "reps": len(g),
-               "n": int(g["n"].sum()), "errors": int(g["errors"].sum())}
+        row = {"arm": arm, "kind": kind, "concurrency": c, "offered_rate": g["offered_rate"].iloc[0],
+               "reps": len(g), "n": int(g["n"].sum()), "errors": int(g["errors"].sum())}
         for m in ("throughput", "tau", "tpot_mean", "ttft_mean", "step_time_s"):
             if m == "tau" and kind == "ar":   # one token per step by definition: no interval to draw
                 row[m], row[f"{m}_t_lo"], row[f"{m}_t_hi"] = 1.0, 1.0, 1.0
                 continue
             row[m], row[f"{m}_t_lo"], row[f"{m}_t_hi"] = stats.log_t_interval(g[m], floor=1.0 if m == "tau" else 0.0)
         w = g["window_s"].sum()
+        row["achieved_rate"] = g["n_window"].sum() / w if w > 0 else float("nan")
         row["pooled_throughput"] = g["tokens"].sum() / w if w > 0 else float("nan")
         row["pooled_tau"] = g["tokens"].sum() / g["steps"].sum() if g["steps"].sum() > 0 else float("nan")
         row["pooled_step_time_s"] = (w * c / g["steps"].sum()) if g["steps"].sum() > 0 else float("nan")

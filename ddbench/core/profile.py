@@ -225,8 +225,8 @@ class Arm(Strict):
 
 
 class MeasuredArm(Arm):
-    """An arm under one of several sampling settings: its own cells and statistics, its base arm's server.
-    Made by Profile.measured_arms, never written in a profile."""
+    """An arm under one of several sampling settings or offered rates: its own cells and statistics, its base
+    arm's server. Made by Profile.measured_arms, never written in a profile."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*@[a-z0-9][a-z0-9.-]*$")
     base: str
@@ -263,6 +263,22 @@ class Sampling(Strict):
             return "T=0 (greedy)"
         return ", ".join([f"T={self.temperature:g}", *([f"top-p {self.top_p:g}"] if self.top_p < 1 else []),
                           *([f"top-k {self.top_k}"] if self.top_k else [])])
+
+
+class Setting(Sampling):
+    """What a measured arm's cells run under beside its arm: one sampling setting and, in an open-loop rate
+    sweep, one offered rate. Arms compare only under equal settings."""
+
+    rate: float | None = Field(None, gt=0, description="the offered rate, requests/s (open loop)")
+
+    @property
+    def label(self) -> str:
+        """The sampling label, and the rate's (q4: 4 requests/s) where there is one: t0-q4."""
+        return super().label + (f"-q{self.rate:g}" if self.rate else "")
+
+    @property
+    def text(self) -> str:
+        return super().text + (f", {self.rate:g} req/s offered" if self.rate else "")
 
 
 RANDOM_SOURCE = "random"   # a prompt_set source: prompts of random tokens, `random` or `random:<count>`
@@ -465,7 +481,9 @@ class Load(Strict):
                              "'open' = requests arrive at `rate`, whatever the server does")
     concurrency: list[Annotated[int, Field(ge=1)]] = Field(
         min_length=1, description="concurrency levels (users), each a cell per arm and repetition")
-    rate: float | None = Field(None, gt=0, description="open loop: requests/s")
+    rate: Annotated[float, Field(gt=0)] | list[Annotated[float, Field(gt=0)]] | None = Field(
+        None, description="open loop: requests/s, or a list of rates to sweep (each a cell per arm, concurrency "
+                          "and repetition: the arms' measured arms '<arm>@q<rate>')")
     arrival: Literal["constant", "poisson"] = Field("poisson", description="open loop: the arrival process")
     warmup_requests: int = Field(2, ge=0, description="per user, excluded from statistics")
     # left out of the dump when 0, so that runs recorded before the field existed keep their digests
@@ -508,12 +526,25 @@ class Load(Strict):
         "auto", exclude_if=lambda v: v == "auto",
         description="cell order and server lifetimes (ddbench/core/schedule.py); auto decides from the backend")
 
+    def rates(self) -> list[float | None]:
+        """The offered rates the sweep runs ([None] closed-loop)."""
+        return list(self.rate) if isinstance(self.rate, list) else [self.rate if self.mode == "open" else None]
+
+    def at(self, rate: float | None) -> Load:
+        """This load at one offered rate, as one cell runs it."""
+        return self.model_copy(update={"rate": rate})
+
     @model_validator(mode="after")
     def _stop_rule(self):
         if (self.requests_per_user is None) == (self.duration_s is None):
             raise ValueError("give exactly one of requests_per_user and duration_s")
         if self.mode == "open" and self.rate is None:
             raise ValueError("mode 'open' needs a rate")
+        if isinstance(self.rate, list):
+            if not self.rate or len(set(self.rate)) != len(self.rate):
+                raise ValueError(f"load.rate: a list of rates needs one or more, none repeated: {self.rate}")
+            if self.mode != "open":
+                raise ValueError("load.rate: a list of rates is an open-loop sweep: it needs mode 'open'")
         if self.budget_s is not None and self.schedule == "arm-major":
             raise ValueError("budget_s stops a sweep between whole repetitions, and schedule 'arm-major' runs "
                              "every repetition of one arm before the next arm: choose one")
@@ -630,17 +661,29 @@ class Profile(Strict):
                            f"{[a.id for a in self.measured_arms()]}")
 
     def measured_arms(self) -> list[Arm]:
-        """What the cells measure: each arm under each sampling setting, setting-major. With one setting,
-        the arms themselves, ids unchanged; with several, '<arm>@<label>' (tree-b15-k8@t0.7)."""
-        settings = self.workload.settings()
-        if len(settings) == 1 or isinstance(self.arms[0], MeasuredArm):   # one setting, or measured() already
+        """What the cells measure: each arm under each sampling setting and offered rate, setting-major. With one
+        of each, the arms themselves, ids unchanged; else '<arm>@<label>', the label naming what varies:
+        tree-b15-k8@t0.7, ar@q4, ar@t0.7-q4."""
+        settings, rates = self.workload.settings(), self.load.rates()
+        if (len(settings) == 1 and len(rates) == 1) or isinstance(self.arms[0], MeasuredArm):
             return list(self.arms)
-        return [MeasuredArm(**{**a.model_dump(), "id": f"{a.id}@{s.label}"}, base=a.id, sampling=s)
-                for s in settings for a in self.arms]
+
+        def suffix(s: Sampling, q: float | None) -> str:
+            return "-".join([*([s.label] if len(settings) > 1 else []), *([f"q{q:g}"] if len(rates) > 1 else [])])
+
+        return [MeasuredArm(**{**a.model_dump(), "id": f"{a.id}@{suffix(s, q)}"}, base=a.id,
+                            sampling=Setting(**s.model_dump(), rate=q if len(rates) > 1 else None))
+                for s in settings for q in rates for a in self.arms]
 
     def sampling_for(self, arm_id: str) -> Sampling:
+        """The arm's setting: its sampling and, in a rate sweep, its offered rate (a Setting)."""
         arm = self.arm(arm_id)
         return arm.sampling if isinstance(arm, MeasuredArm) else self.workload.settings()[0]
+
+    def load_for(self, arm_id: str) -> Load:
+        """The load one cell of this (measured) arm runs: at its offered rate, one number."""
+        rate = getattr(self.sampling_for(arm_id), "rate", None)
+        return self.load.at(rate if rate is not None else self.load.rates()[0])
 
     def workload_for(self, arm_id: str) -> Workload:
         """The workload one cell of this (measured) arm sends."""
@@ -648,10 +691,11 @@ class Profile(Strict):
 
     def measured(self) -> Profile:
         """The profile as analysis reads it: its arms are the measured arms, so every per-arm table, pair and
-        check is per sampling setting. The profile itself (its digest, its dump) is unchanged."""
-        if len(self.workload.settings()) == 1 or isinstance(self.arms[0], MeasuredArm):
+        check is per sampling setting and offered rate. The profile itself (its digest, its dump) is unchanged."""
+        arms = self.measured_arms()
+        if arms == list(self.arms):
             return self
-        return self.model_copy(update={"arms": self.measured_arms()})
+        return self.model_copy(update={"arms": arms})
 
     def cuda_graphs(self, arm: Arm) -> bool:
         if self.placement.device == "cpu":
