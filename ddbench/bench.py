@@ -1,6 +1,6 @@
 """`ddbench bench --arm ID=URL [--arm ID=URL ...]`: servers you run, measured in one line.
 
-    just bench --arm ar=http://h:30000 --arm linear-b16=http://h:30001 [--concurrency 1,8,32]
+    just bench --arm ar=http://h:30000 --arm linear-b16=http://h:30001 [--concurrency 1,8,32 | --rate 2,4,8]
                [--slo ttft_ms=200,tpot_ms=30] [-o mine.yaml]
 
 Peers' bench tools take a URL and flags; this is the same door into ddbench. It writes the external profile
@@ -55,17 +55,31 @@ def key_values(text: str, flag: str) -> dict[str, float]:
         raise BenchError(f"{flag} {text}: give key=value pairs, comma-separated (ttft_ms=200,tpot_ms=30)") from None
 
 
-def profile(a: argparse.Namespace, name: str) -> dict:
+def numbers(text: str, flag: str, kind: type, example: str) -> list:
     try:
-        concurrency = [int(c) for c in a.concurrency.split(",") if c.strip()]
+        return [kind(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise BenchError(f"--concurrency {a.concurrency}: give levels such as 1,8,32") from None
+        raise BenchError(f"{flag} {text}: give {example}") from None
+
+
+def load(a: argparse.Namespace) -> dict:
+    """Closed loop at each --concurrency level, or with --rate an open-loop sweep: requests arrive at each rate
+    (Poisson) for --duration seconds a cell, at most --concurrency's largest level in flight (default 64)."""
+    concurrency = numbers(a.concurrency or ("64" if a.rate else "1,8"), "--concurrency", int, "levels such as 1,8,32")
+    if not a.rate:
+        return {"concurrency": concurrency, "warmup_requests": 1, "requests_per_user": a.requests,
+                "repetitions": a.repetitions}
+    return {"mode": "open", "rate": numbers(a.rate, "--rate", float, "requests/s such as 2,4,8"),
+            "arrival": "poisson", "concurrency": [max(concurrency)], "warmup_requests": 0, "duration_s": a.duration,
+            "repetitions": a.repetitions}
+
+
+def profile(a: argparse.Namespace, name: str) -> dict:
     out = {"name": name, "description": "servers measured as found, written by ddbench bench",
            "backend": {"kind": "external"},
            "arms": [arm(s, a.block, a.api_key_env, a.model) for s in a.arm],
            "workload": {"prompt_set": a.prompts, "max_tokens": a.max_tokens, "temperature": 0, "ignore_eos": True},
-           "load": {"concurrency": concurrency, "warmup_requests": 1, "requests_per_user": a.requests,
-                    "repetitions": a.repetitions}}
+           "load": load(a)}
     if a.slo:
         out["slo"] = Slo(**key_values(a.slo, "--slo")).model_dump(exclude_none=True)
     return out
@@ -76,7 +90,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                  epilog=reproduce.EXIT_CODES)
     ap.add_argument("--arm", action="append", required=True, metavar="ID=URL",
                     help="an arm and its server, e.g. ar=http://h:30000 or tree-b15-k8=http://h:30002; repeat it")
-    ap.add_argument("--concurrency", default="1,8", help="levels, comma-separated (default 1,8)")
+    ap.add_argument("--concurrency", help="levels, comma-separated (default 1,8); with --rate, the most requests "
+                                          "in flight (default 64)")
+    ap.add_argument("--rate", help="offered rates in requests/s, comma-separated: an open-loop sweep instead")
+    ap.add_argument("--duration", type=float, default=30.0, help="with --rate: seconds a cell (default 30)")
     ap.add_argument("--requests", type=int, default=10, help="measured requests per user and cell (default 10)")
     ap.add_argument("--repetitions", type=int, default=3, help="cells per arm and level, interleaved (default 3)")
     ap.add_argument("--max-tokens", type=int, default=256, help="tokens each request generates (default 256)")

@@ -40,3 +40,15 @@ def test_it_writes_the_profile_it_would_run(tmp_path, monkeypatch, capsys):
     assert "exists already" in capsys.readouterr().err
     assert bench.main(["--arm", "ar=http://h:1", "-o", str(tmp_path / "b.yaml"), "--slo", "fast"]) == 1
     assert "--slo fast: give key=value pairs" in capsys.readouterr().err and len(ran) == 1
+
+
+def test_rates_make_an_open_loop_sweep(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench.reproduce, "main", lambda argv: 0)
+    out = tmp_path / "rates.yaml"
+    assert bench.main(["--arm", "ar=http://h:1", "--arm", "tree-b15-k8=http://h:2", "--rate", "2,4.5,8",
+                       "--duration", "20", "-o", str(out)]) == 0
+    p = load_profile(str(out))
+    assert (p.load.mode, p.load.rates(), p.load.concurrency, p.load.duration_s) == ("open", [2, 4.5, 8], [64], 20)
+    assert [a.id for a in p.measured_arms()][:2] == ["ar@q2", "tree-b15-k8@q2"]
+    assert bench.main(["--arm", "ar=http://h:1", "--rate", "fast", "-o", str(tmp_path / "x.yaml")]) == 1
+    assert "--rate fast: give requests/s" in capsys.readouterr().err
