@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from analysis import agreement, recommend, triage
 from analysis.diagnose import acceptance, gpu_time, host_profile, stagecost
-from analysis.estimate import compare, goodput, metrics, rounds
+from analysis.estimate import compare, goodput, metrics, rates, rounds
 from analysis.outcome import TABLE_NAMES, Analysis
 from analysis.read import ingest
 from analysis.trust import checks, correctness, crosscheck, stability, stationarity
@@ -75,6 +75,8 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
                    gpu_time=gpu_time.table(run.path, summary), host_profile=host_profile.table(run.path),
                    by_position=acceptance.by_position(req), goodput=good,
                    goodput_ratios=goodput.ratios(good, speedups), warmups=warm)
+    res.rates = rates.table(summary, {a.id: a.server for a in run.profile.arms})
+    res.rate_wins = rates.wins(res.rates, speedups)
     res.recommendation = recommend.recommendation(res)
     if other_path is not None:
         other = analyze(other_path, bootstrap, seed, min_requests, cross=False)
@@ -126,7 +128,7 @@ def write_tables(a: Analysis) -> list[Path]:
               "lossless": a.lossless, "checks": a.checks, "drift": a.drift, "gpu_band": a.gpu_band,
               "host_cpu": a.host_cpu, "stage_cost": a.stage_cost, "between_runs": a.between_runs,
               "stationarity": a.stationarity, "rounds": a.rounds, "gpu_time": a.gpu_time,
-              "host_profile": a.host_profile,
+              "host_profile": a.host_profile, "rates": a.rates, "rate_wins": a.rate_wins,
               "recommendation": a.recommendation, "acceptance_by_position": a.by_position,
               "goodput": a.goodput, "goodput_ratios": a.goodput_ratios, "warmups": a.warmups,
               "server_log": a.run.log, "server_metrics": a.run.server,

@@ -56,6 +56,8 @@ class Analysis:
     stationarity: pd.DataFrame = field(default_factory=pd.DataFrame)  # each ratio's step or trend over the run
     rounds: pd.DataFrame = field(default_factory=pd.DataFrame)     # each ratio from the rounds (estimate.rounds)
     gpu_time: pd.DataFrame = field(default_factory=pd.DataFrame)   # GPU vs wall time per token (diagnose.gpu_time)
+    rates: pd.DataFrame = field(default_factory=pd.DataFrame)        # a rate sweep across its rates (estimate.rates)
+    rate_wins: pd.DataFrame = field(default_factory=pd.DataFrame)    # up to which rate each arm beats AR
     host_profile: pd.DataFrame = field(default_factory=pd.DataFrame)   # GPU idle time by frame (diagnose.host_profile)
     recommendation: pd.DataFrame = field(default_factory=pd.DataFrame)  # what to deploy (analysis.recommend)
     by_position: pd.DataFrame = field(default_factory=pd.DataFrame)  # acceptance per draft position (diagnose)

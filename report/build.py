@@ -125,7 +125,7 @@ def context(a: Analysis, figs: dict[str, Path], omitted: dict[str, str] | None =
         "checks_summary": tables.checks_summary(a.checks),
         "acceptance": tables.acceptance(a), "decomposition": tables.decomposition(a),
         "gpu_busy": tables.gpu_busy(a), "rounds": tables.rounds(a), "gpu_time": tables.gpu_time(a),
-        "host_profile": tables.host_profile(a),
+        "host_profile": tables.host_profile(a), "rate_wins": tables.rate_wins(a),
         "goodput": tables.goodput(a), "warmups": tables.warmups(a), "prefill": tables.prefill(a),
         "tau_concurrency": {"note": summary.tau_across_concurrency(a),
                             "width": 0.9 if len(figures.tau_panels(a)) > 1 else 0.62},

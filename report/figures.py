@@ -147,6 +147,29 @@ def latency(a: Analysis) -> Figure:
     return fig
 
 
+def rates(a: Analysis) -> Figure:
+    """An open-loop rate sweep: the share of the offered rate each arm served, its mean TTFT and mean TPOT, against
+    the offered rate; a hollow marker where the arm saturated (served under 95%)."""
+    r = a.rates
+    if r is None or r.empty:
+        raise NoData("the run offered no rates (closed loop): load.rate takes a list to sweep")
+    fig, axes = plt.subplots(1, 3, figsize=(_width(7.0), 2.4), layout="constrained")
+    for base, d in r.groupby("base", sort=False):
+        d = d.sort_values("offered_rate")
+        c = colour(a, d["arm"].iloc[0])
+        for ax, col, scale in zip(axes, ("served", "ttft_mean", "tpot_mean"), (100, 1e3, 1e3), strict=True):
+            ax.plot(d["offered_rate"], scale * d[col], color=c, lw=1, label=_label(base) if col == "served" else None)
+            sat = d["saturated"].astype(bool)
+            ax.scatter(d.loc[~sat, "offered_rate"], scale * d.loc[~sat, col], color=c, s=12)
+            ax.scatter(d.loc[sat, "offered_rate"], scale * d.loc[sat, col], facecolors="none", edgecolors=c, s=16)
+    axes[0].axhline(100 * 0.95, color="black", lw=0.6, ls=":")
+    for ax, ylabel in zip(axes, ("served, % of offered", "mean TTFT (ms)", "mean TPOT (ms)"), strict=True):
+        ax.set(xscale="log", xlabel="offered rate (req/s)", ylabel=ylabel)
+    fig.suptitle("Against offered load (hollow: saturated, under 95% served)")
+    _legend_below(fig)
+    return fig
+
+
 def acceptance(a: Analysis) -> Figure:
     """Per arm: per-request τ histogram and commit-length histogram (steps); a kind of panel no arm has data for
     is left out (SGLang returns no per-request τ; a server without a commit histogram has none)."""
@@ -599,7 +622,8 @@ def empty(fig: Figure) -> bool:
     return bool(blank(fig))
 
 
-ALL = {"throughput": throughput, "latency": latency, "acceptance": acceptance, "by_position": by_position,
+ALL = {"throughput": throughput, "latency": latency, "rates": rates, "acceptance": acceptance,
+       "by_position": by_position,
        "tau_concurrency": tau_concurrency, "categories": categories, "pareto": pareto, "telemetry": telemetry,
        "triage": triage, "budget_curve": budget_curve, "tau_temperature": tau_temperature}
 

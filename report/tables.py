@@ -249,6 +249,26 @@ def host_profile(a: Analysis) -> Markup | None:
     return latex(pd.DataFrame(rows, columns=cols), r"lrrrrrp{5.2cm}p{5.2cm}", long=True)
 
 
+def rate_wins(a: Analysis) -> list[Markup]:
+    """One sentence per speculative arm of a rate sweep: the highest offered rate at which it beat AR, and where
+    each saturated (analysis/estimate/rates.py); [] for a closed-loop run."""
+    w = a.rate_wins
+    if w is None or w.empty:
+        return []
+
+    def sat(q: float) -> str:
+        return f"saturates from {q:g} req/s" if np.isfinite(q) else "kept up at every rate"
+
+    out = []
+    for r in w.itertuples():
+        won = (f"beat {escape(r.baseline)} up to {r.highest_rate:g} req/s offered (TPOT {r.tpot_ratio:.2f}x "
+               f"[{r.tpot_ratio_lo:.2f}, {r.tpot_ratio_hi:.2f}])" if np.isfinite(r.highest_rate)
+               else f"beat {escape(r.baseline)} at none of the {r.rates} rates")
+        out.append(Markup(f"{escape(r.arm)} {won}; it {sat(r.saturates_at)}, {escape(r.baseline)} "
+                          f"{sat(r.baseline_saturates_at)}."))
+    return out
+
+
 def drift(a: Analysis) -> Markup:
     d = a.drift
     if d.empty:

@@ -110,7 +110,8 @@ def ratio_stats(x: pd.DataFrame, y: pd.DataFrame, column: str, paired: bool) -> 
 
 
 def speedup(x: Side, y: Side, c: int, vary: tuple[str, ...] = ()) -> dict:
-    """Throughput of arm X over arm Y at concurrency c (and the TPOT ratio Y/X at c = 1).
+    """Throughput of arm X over arm Y at concurrency c (and the TPOT ratio Y/X at c = 1, and at every c of an
+    open-loop cell, where the offered rate, not the arm, sets throughput).
 
     The ratio and its 95% interval come from the repetitions: per repetition pair in one run (the two
     cells ran next to each other), on the log scale, with a sign test, each side's noise sd and the
@@ -136,7 +137,7 @@ def speedup(x: Side, y: Side, c: int, vary: tuple[str, ...] = ()) -> dict:
     reps = metrics.throughput_replicates(thr_x, bx) / metrics.throughput_replicates(thr_y, by)
     out["boot_lo"], out["boot_hi"] = stats.interval(reps)
     out["tpot_ratio"] = out["tpot_ratio_lo"] = out["tpot_ratio_hi"] = float("nan")
-    if c == 1:
+    if c == 1 or x.run.profile.load_for(ax).rate is not None:
         t = ratio_stats(cy, cx, "tpot_mean", paired)
         out["tpot_ratio"], out["tpot_ratio_lo"], out["tpot_ratio_hi"] = t["ratio"], t["ratio_lo"], t["ratio_hi"]
     return out
