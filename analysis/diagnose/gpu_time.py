@@ -36,6 +36,14 @@ def _tokens(cell_dir: Path) -> tuple[int, int]:
     return sum(r.usage.completion_tokens for r in done), len(done)
 
 
+def profiled(root: Path):
+    """(arm, C, summary) for each <arm>-c<C>.json a profiled round left in root (gpu-time, host-profile)."""
+    for path in sorted(root.glob("*.json")) if root.is_dir() else []:
+        m = NAME.match(path.name)
+        if m:
+            yield m["arm"], int(m["c"]), json.loads(path.read_text())
+
+
 def table(run_dir: str | Path, summary: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per profiled (arm, C); summary (arm, concurrency, throughput: the measured cells) gives the
     measured wall per token at C=1 that the busy share is taken against."""
@@ -43,12 +51,7 @@ def table(run_dir: str | Path, summary: pd.DataFrame | None = None) -> pd.DataFr
     measured = {} if summary is None or summary.empty else \
         {str(r.arm): 1e3 / r.throughput for r in summary.itertuples() if r.concurrency == 1 and r.throughput > 0}
     rows = []
-    for path in sorted(root.glob("*.json")) if root.is_dir() else []:
-        m = NAME.match(path.name)
-        if not m:
-            continue
-        doc = json.loads(path.read_text())
-        arm, c = m["arm"], int(m["c"])
+    for arm, c, doc in profiled(root):
         tokens, n = _tokens(root / arm / f"c{c}")
         busy, wall = doc.get("gpu_busy_s", float("nan")), doc.get("wall_s", float("nan"))
         gpu_ms = 1e3 * busy / tokens if tokens else float("nan")

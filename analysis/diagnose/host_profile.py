@@ -9,17 +9,15 @@ Python call, so the times are the profiled server's; the ranking is what the tab
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 
 import pandas as pd
 
+from analysis.diagnose.gpu_time import profiled
 from ddbench.core.results import DIAGNOSTICS, HOST_PROFILE
 
 COLUMNS = ["arm", "concurrency", "steps", "ms_per_step", "idle_ms_per_step", "idle_share", "top_sglang", "top_frames",
            "error"]
-NAME = re.compile(r"^(?P<arm>.+)-c(?P<c>\d+)\.json$")
 SHOWN = 3
 
 
@@ -32,13 +30,9 @@ def table(run_dir: str | Path) -> pd.DataFrame:
     functions and the three innermost frames holding most of the idle time (ms per step each)."""
     root = Path(run_dir) / DIAGNOSTICS / HOST_PROFILE
     rows = []
-    for path in sorted(root.glob("*.json")) if root.is_dir() else []:
-        m = NAME.match(path.name)
-        if not m:
-            continue
-        doc = json.loads(path.read_text())
+    for arm, c, doc in profiled(root):
         window, idle = doc.get("window_s"), doc.get("gpu_idle_s")
-        rows.append({"arm": m["arm"], "concurrency": int(m["c"]), "steps": doc.get("steps"),
+        rows.append({"arm": arm, "concurrency": c, "steps": doc.get("steps"),
                      "ms_per_step": doc.get("ms_per_step"), "idle_ms_per_step": doc.get("idle_ms_per_step"),
                      "idle_share": idle / window if window and idle is not None else float("nan"),
                      "top_sglang": _top(doc.get("top_sglang_ms")), "top_frames": _top(doc.get("top_frames_ms")),
