@@ -6,8 +6,8 @@ Python calls (`python_function` events), torch's operators and CUDA runtime call
 GPU is idle between kernels while the host decides what to run next; every such microsecond is charged to the
 innermost frame the scheduler thread was executing (its *self* time), and again to the innermost SGLang frame
 above it, so a reader sees both the hot leaf (a `.tolist()`, a sort, an allocator call) and the SGLang function
-that made it. The window runs from the first GPU event to the last: the idle loop before the first request and
-after the last is not a step's cost. The profiler's own cost is host work per call, so the charged times are
+that made it. The window runs over the scheduler's forward steps (its run_batch calls): the idle loop
+before the first request and after the last is not a step's cost. The profiler's own cost is host work per call, so the charged times are
 inflated, the ranking much less; the caller records the profiled wall beside the measured one.
 """
 
@@ -35,12 +35,9 @@ def _is_sglang(raw: str) -> bool:
     return "sglang/" in raw and ".py(" in raw
 
 
-def idle_spans(events: list[dict], window: tuple[float, float] | None = None) -> list[tuple[float, float]]:
-    """The GPU's idle intervals (µs) inside window, by default from its first event to its last."""
-    spans = busy_spans(events)
-    if not spans:
-        return [window] if window else []
-    lo, hi = window or (spans[0][0], spans[-1][1])
+def idle_spans(spans: list[tuple[float, float]], window: tuple[float, float]) -> list[tuple[float, float]]:
+    """The GPU's idle intervals (µs) inside window, from its merged busy spans (kernel_time.busy_spans)."""
+    lo, hi = window
     gaps, end = [], lo
     for a, b in spans:
         if a > end:
@@ -120,14 +117,11 @@ def summarize(events: list[dict]) -> dict:
     """Over the window of the scheduler's forward steps (run_batch calls; the GPU's first to last event where
     the trace has none): the GPU's busy and idle time per step and, on the thread whose frames cover most of
     the idle time (the scheduler's), the idle time by innermost frame and by SGLang frame, largest first."""
-    steps = steps_of(events)
-    window = (steps[0][0], steps[-1][1]) if steps else None
-    gaps = idle_spans(events, window)
-    if window is None:
-        spans = busy_spans(events)
-        if not spans:
-            return {"error": "the trace holds neither GPU events nor scheduler steps"}
-        window = (spans[0][0], spans[-1][1])
+    steps, spans = steps_of(events), busy_spans(events)
+    if not steps and not spans:
+        return {"error": "the trace holds neither GPU events nor scheduler steps"}
+    window = (steps[0][0], steps[-1][1]) if steps else (spans[0][0], spans[-1][1])
+    gaps = idle_spans(spans, window)
     length = window[1] - window[0]
     idle = sum(b - a for a, b in gaps)
     threads = _threads(events)

@@ -56,11 +56,9 @@ def wins(rates: pd.DataFrame, speedups: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (arm, ref), g in s.groupby(["base", "bbase"], sort=False):
         won = g[(g["tpot_ratio_lo"] > 1) & ~g["arm"].map(sat)]
-        top = won.loc[won["rate"].idxmax()] if len(won) else None
-        rows.append({"arm": arm, "baseline": ref, "highest_rate": float(top["rate"]) if top is not None else np.nan,
-                     "tpot_ratio": top["tpot_ratio"] if top is not None else np.nan,
-                     "tpot_ratio_lo": top["tpot_ratio_lo"] if top is not None else np.nan,
-                     "tpot_ratio_hi": top["tpot_ratio_hi"] if top is not None else np.nan,
+        top = won.loc[won["rate"].idxmax()] if len(won) else pd.Series(np.nan, index=won.columns)
+        rows.append({"arm": arm, "baseline": ref, "highest_rate": float(top["rate"]),
+                     **{k: top[k] for k in ("tpot_ratio", "tpot_ratio_lo", "tpot_ratio_hi")},
                      "saturates_at": _first_saturated(rates[rates["base"] == arm]),
                      "baseline_saturates_at": _first_saturated(rates[rates["base"] == ref]),
                      "rates": len(g)})
