@@ -7,8 +7,8 @@ GPU is idle between kernels while the host decides what to run next; every such 
 innermost frame the scheduler thread was executing (its *self* time), and again to the innermost SGLang frame
 above it, so a reader sees both the hot leaf (a `.tolist()`, a sort, an allocator call) and the SGLang function
 that made it. The window runs over the scheduler's forward steps (its run_batch calls): the idle loop
-before the first request and after the last is not a step's cost. The profiler's own cost is host work per call, so the charged times are
-inflated, the ranking much less; the caller records the profiled wall beside the measured one.
+before the first request and after the last is not a step's cost. The profiler's own cost is host work per
+call, so the charged times are inflated, the ranking much less.
 """
 
 from __future__ import annotations
