@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not shutil.which("latexmk") or not shutil.which(
 # the linear arm: the regression page 1 must show
 SLOW_TREE = {"id": "tree-b127-k8", "kind": "tree", "block_size": 16, "budget": 127, "topk": 8}
 # figures whose whole section is left out when they have nothing to show (that section's own note says why)
-CONDITIONAL = {"budget_curve", "tau_temperature", "triage"}
+CONDITIONAL = {"budget_curve", "rates", "tau_temperature", "triage"}
 OVERFULL = re.compile(r"Overfull \\hbox \((\d+(?:\.\d+)?)pt too wide\)")
 
 
