@@ -1,6 +1,7 @@
-"""Side by side with a peer tool: our cell and guidellm's `concurrent` profile on one workload.
+"""Side by side with a peer tool: our cell and guidellm's on one workload, closed loop (its `concurrent`
+profile) or open loop (its `poisson` profile at the same offered rate).
 
-    python -m loadtests.peer --guidellm /tmp/guidellm-venv/bin/guidellm --concurrency 4 \
+    python -m loadtests.peer --guidellm /tmp/guidellm-venv/bin/guidellm --concurrency 4 [--rate 4] \
         [--url URL | --ttft-ms 80 --itl-ms 20 --tokens 32] [--prompt-set loadtests/prompts/study5.jsonl]
 
 guidellm lives in its own virtualenv (it pins its own transformers; install it with
@@ -8,6 +9,10 @@ torch==2.13.0 pinned so pip takes the CPU wheel). It is given the same prompts (
 turn of each prompt), the same max_tokens and the same number of concurrent streams, and a
 word-level tokenizer built here (it needs a local one; the servers report usage anyway).
 Without --url both tools run against a fresh null server of the given schedule.
+
+In open loop (--rate R) both send requests as a Poisson process at R requests/s for --duration-s, at most
+--concurrency in flight, and the achieved rate is compared too: ours is the requests that completed inside
+the measured window per second of it (docs/metrics.md), guidellm's its mean successful requests per second.
 
 Compared: median TTFT, and median TPOT = (E2E - TTFT) / (N - 1) for us against guidellm's
 median inter-token latency = (last token time - first token time) / (tokens - 1); on a
@@ -50,32 +55,48 @@ def word_tokenizer(prompts: list[str], out: Path) -> Path:
     return out
 
 
-def ours(url: str, prompt_set: str, concurrency: int, requests_per_user: int, max_tokens: int, out: Path) -> dict:
+def ours(url: str, prompt_set: str, concurrency: int, requests_per_user: int, max_tokens: int, out: Path,
+         rate: float | None = None, duration_s: float = 30.0) -> dict:
     workload = Workload(prompt_set=prompt_set, max_tokens=max_tokens)
-    load = Load(concurrency=[concurrency], warmup_requests=1, requests_per_user=requests_per_user)
+    load = (Load(mode="open", rate=rate, arrival="poisson", concurrency=[concurrency], warmup_requests=0,
+                 duration_s=duration_s) if rate else
+            Load(concurrency=[concurrency], warmup_requests=1, requests_per_user=requests_per_user))
     status = run_cell(workload, load, url=url, cell_dir=out / "ours", arm="peer", concurrency=concurrency,
                       repetition=1)
     recs = [r for r in read_records(out / "ours") if not r.warmup and r.ok and r.chunks]
     ttft = [(r.chunks[0].t_ns - r.send_ns) / 1e6 for r in recs]
     tpot = [((r.end_ns - r.send_ns) / 1e6 - t) / (r.usage.completion_tokens - 1)
             for r, t in zip(recs, ttft, strict=True) if r.usage and r.usage.completion_tokens > 1]
-    return {"status": status.status, "n": len(recs), "ttft_ms": statistics.median(ttft),
-            "tpot_ms": statistics.median(tpot), "client_cpu_max": status.client_cpu_max}
+    row = {"status": status.status, "n": len(recs), "ttft_ms": statistics.median(ttft),
+           "tpot_ms": statistics.median(tpot), "client_cpu_max": status.client_cpu_max}
+    if rate:
+        row["achieved_rate"] = achieved_rate([r.end_ns for r in recs], status.window_start_ns, status.window_end_ns)
+    return row
+
+
+def achieved_rate(ends_ns: list[int], start_ns: int, end_ns: int) -> float:
+    """Requests completed inside the measured window, per second of it (docs/metrics.md, achieved_rate)."""
+    return sum(start_ns <= e <= end_ns for e in ends_ns) / ((end_ns - start_ns) / 1e9)
 
 
 def theirs(guidellm: str, url: str, prompts: list[str], concurrency: int, requests: int, max_tokens: int,
-           out: Path) -> dict:
+           out: Path, rate: float | None = None, duration_s: float = 30.0) -> dict:
     data = out / "guidellm-prompts.jsonl"
-    # guidellm stops at the end of its data: one row per request, cycling the prompt set
-    rows = [prompts[i % len(prompts)] for i in range(requests)]
+    # guidellm stops at the end of its data: one row per request, cycling the prompt set; in open loop, rows
+    # for twice the requests the rate offers, so that the duration ends the run
+    n = int(2 * rate * duration_s) + 10 if rate else requests
+    rows = [prompts[i % len(prompts)] for i in range(n)]
     data.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in rows))
     tokenizer = word_tokenizer(prompts, out / "tokenizer")
     report = out / "guidellm.json"
+    load = (["--profile", f"kind=poisson,rate={rate},max_concurrency={concurrency}",
+             "--constraint", f"kind=max_duration,seconds={duration_s}"] if rate else
+            ["--profile", f"kind=concurrent,streams={concurrency}",
+             "--constraint", f"kind=max_requests,count={requests}"])
     argv = [guidellm, "run",
             "--backend", f"kind=openai_http,target={url},request_format=/v1/chat/completions,"
                          f"max_tokens={max_tokens},http2=false",
-            "--profile", f"kind=concurrent,streams={concurrency}",
-            "--constraint", f"kind=max_requests,count={requests}",
+            *load,
             "--data", f"kind=json_file,path={data}",
             "--tokenizer", f"kind=huggingface_auto,model={tokenizer}",
             "--output", f"kind=json,path={report}",
@@ -96,7 +117,8 @@ def parse_report(report: dict) -> dict:
 
     return {"n": m["request_totals"]["successful"] if "request_totals" in m else None,
             "ttft_ms": median("time_to_first_token_ms"), "tpot_ms": median("inter_token_latency_ms"),
-            "guidellm_tpot_ms": median("time_per_output_token_ms")}
+            "guidellm_tpot_ms": median("time_per_output_token_ms"),
+            "achieved_rate": m["requests_per_second"]["successful"]["mean"]}
 
 
 def server_ttft(log: Path) -> dict[str, float]:
@@ -115,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--url", help="a running server (default: a fresh null server)")
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--requests-per-user", type=int, default=25)
+    ap.add_argument("--rate", type=float, help="open loop: requests/s offered as a Poisson process, --concurrency "
+                                               "the cap on requests in flight")
+    ap.add_argument("--duration-s", type=float, default=30.0, help="open loop: how long each tool offers load")
     ap.add_argument("--prompt-set", default="loadtests/prompts/study5.jsonl")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--ttft-ms", type=float, default=80)
@@ -129,19 +154,22 @@ def main(argv: list[str] | None = None) -> int:
     server = (nullcontext(a.url) if a.url else
               nullserver.running(log=log, ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, tokens=a.max_tokens))
     with server as url:
-        us = ours(url, a.prompt_set, a.concurrency, a.requests_per_user, a.max_tokens, out)
+        us = ours(url, a.prompt_set, a.concurrency, a.requests_per_user, a.max_tokens, out, a.rate, a.duration_s)
         them = theirs(a.guidellm, url, prompts, a.concurrency, a.concurrency * a.requests_per_user,
-                      a.max_tokens, out)
-    rows = {"ours": us, "guidellm": them, "url": url, "concurrency": a.concurrency}
+                      a.max_tokens, out, a.rate, a.duration_s)
+    rows = {"ours": us, "guidellm": them, "url": url, "concurrency": a.concurrency, "rate": a.rate}
     if log.is_file():
         # the server's own view of each tool's requests: only ours carry an X-Request-Id
         for who, side in server_ttft(log).items():
             rows[who]["server_ttft_ms"] = side
             print(f"server-side median TTFT of {who}'s requests: {side:.2f} ms")
-    for k in ("ttft_ms", "tpot_ms"):
+    for k, label in (("ttft_ms", "median TTFT (ms)"), ("tpot_ms", "median TPOT (ms)"),
+                     ("achieved_rate", "achieved rate (req/s)")):
+        if k not in us:
+            continue
         diff = (us[k] - them[k]) / them[k]
         rows[f"{k}_diff"] = diff
-        print(f"median {k[:-3].upper():4}  ours {us[k]:8.2f} ms   guidellm {them[k]:8.2f} ms   "
+        print(f"{label:22} ours {us[k]:8.2f}   guidellm {them[k]:8.2f}   "
               f"diff {diff:+.1%}  {'agree' if abs(diff) <= AGREE else 'DIFFER'}")
     (out / "peer.json").write_text(json.dumps(rows, indent=2) + "\n")
     print(f"results: {out / 'peer.json'}")
