@@ -148,8 +148,8 @@ def latency(a: Analysis) -> Figure:
 
 
 def rates(a: Analysis) -> Figure:
-    """An open-loop rate sweep: the share of the offered rate each arm served, its mean TTFT and mean TPOT, against
-    the offered rate; a hollow marker where the arm saturated (served under 95%)."""
+    """An open-loop rate sweep: each arm's achieved rate (beside the line of a server that keeps up), its mean
+    TTFT and mean TPOT, against the offered rate; a hollow marker where the arm saturated (served under 95%)."""
     r = a.rates
     if r is None or r.empty:
         raise NoData("the run offered no rates (closed loop): load.rate takes a list to sweep")
@@ -157,15 +157,18 @@ def rates(a: Analysis) -> Figure:
     for base, d in r.groupby("base", sort=False):
         d = d.sort_values("offered_rate")
         c = colour(a, d["arm"].iloc[0])
-        for ax, col, scale in zip(axes, ("served", "ttft_mean", "tpot_mean"), (100, 1e3, 1e3), strict=True):
-            ax.plot(d["offered_rate"], scale * d[col], color=c, lw=1, label=_label(base) if col == "served" else None)
+        for ax, col, scale in zip(axes, ("achieved_rate", "ttft_mean", "tpot_mean"), (1, 1e3, 1e3), strict=True):
+            ax.plot(d["offered_rate"], scale * d[col], color=c, lw=1,
+                    label=_label(base) if col == "achieved_rate" else None)
             sat = d["saturated"].astype(bool)
             ax.scatter(d.loc[~sat, "offered_rate"], scale * d.loc[~sat, col], color=c, s=12)
             ax.scatter(d.loc[sat, "offered_rate"], scale * d.loc[sat, col], facecolors="none", edgecolors=c, s=16)
-    axes[0].axhline(100 * 0.95, color="black", lw=0.6, ls=":")
-    for ax, ylabel in zip(axes, ("served, % of offered", "mean TTFT (ms)", "mean TPOT (ms)"), strict=True):
+    span = [r["offered_rate"].min(), r["offered_rate"].max()]
+    axes[0].plot(span, span, color="black", lw=0.6, ls=":")
+    for ax, ylabel in zip(axes, ("achieved rate (req/s)", "mean TTFT (ms)", "mean TPOT (ms)"), strict=True):
         ax.set(xscale="log", xlabel="offered rate (req/s)", ylabel=ylabel)
-    fig.suptitle("Against offered load (hollow: saturated, under 95% served)")
+    axes[0].set_yscale("log")
+    fig.suptitle("Against offered load (dotted: achieved = offered; hollow: saturated, under 95% of arrivals served)")
     _legend_below(fig)
     return fig
 
