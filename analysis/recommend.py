@@ -48,7 +48,10 @@ def groups(a) -> list[dict]:
             (f", CUDA graphs {'on' if on else 'off'}" if many_graphs else "")
         d = d.assign(_o=d["arm"].map(order)).sort_values("_o")
         out.append({"title": title, "c": int(c), "rows": d, "sampling": setting, "graphs": bool(on)})
-    setting_order = {x.label: i for i, x in enumerate(a.run.profile.workload.settings())}
+    # the profile's order of settings (and of offered rates: q2 before q16), as its measured arms run them
+    setting_order = {}
+    for arm, label in st.items():
+        setting_order.setdefault(label, len(setting_order))
     out.sort(key=lambda g_: (setting_order.get(g_["sampling"], 99), not g_["graphs"], g_["c"]))
     return out
 

@@ -125,7 +125,8 @@ class Session:
             self.phases = adhoc.Phases(self.records_dir())
             self._manifest()
         self.stats.users = users
-        self.phases.begin(self.arm, users, since=self.load_started)
+        rate = float(self.opts.rate or 0) if self.opts.mode == "open" else 0.0
+        self.phases.begin(self.arm, users, rate=rate or None, since=self.load_started)
         self.load_started = None
 
     def start_load(self) -> None:

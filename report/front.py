@@ -4,7 +4,8 @@ A header (model pair, engine and build, hardware, run, commit, date); per concur
 graphs switch) every arm's output throughput and its TPOT/TTFT p50 and p99, its ratio to AR and to the best linear
 arm with the interval and the verdict the interval supports; one recommendation per group; a box of regressions
 (a speculative arm slower than AR, a tree slower than its chain or linear arm); a box of failed checks; and the
-correctness of the run in one line. Every ratio is arm over reference in output throughput: higher is better."""
+correctness of the run in one line. Every ratio is arm over reference in output throughput, or in an open-loop run
+the reference's mean TPOT over the arm's (analysis/estimate/compare.py): higher is better."""
 
 from __future__ import annotations
 
@@ -395,22 +396,23 @@ def correctness(a) -> Markup:
 # ---- the page --------------------------------------------------------------------------------------------------
 
 def goodput_lines(a) -> list[Markup]:
-    """Per C, when the profile sets an SLO: the arm with the most goodput, its share of requests that met the
-    SLO, and its goodput over deployable AR's with the interval."""
+    """Per group (C, and sampling setting or offered rate where they vary), when the profile sets an SLO: the arm
+    with the most goodput, its share of requests that met the SLO, and its goodput over deployable AR's with the
+    interval."""
     if a.run.profile.slo is None or a.goodput is None or a.goodput.empty:
         return []
     s = goodput.summary(a.goodput)
-    s = s[~s["arm"].map(lambda x: is_ablation(a, x))]
-    ar = next((x.id for x in a.run.profile.measured_arms() if x.kind == "ar" and not x.ablation), None)
     out = []
-    for c in a.run.profile.load.concurrency:
-        at = s[s["concurrency"] == c]
+    for g in groups(a):
+        c, arms = g["c"], [x for x in g["rows"]["arm"] if not is_ablation(a, x)]
+        at = s[(s["concurrency"] == c) & s["arm"].isin(arms)]
         if at.empty or not (at["goodput"] > 0).any():
-            out.append(Markup(f"C={c}: no arm's request met the SLO") if len(at) else Markup(f"C={c}: no cell"))
+            out.append(Markup(f"{g['title']}: no arm's request met the SLO" if len(at) else f"{g['title']}: no cell"))
             continue
         best = at.loc[at["goodput"].idxmax()]
-        text = (f"C={c}: most goodput \\texttt{{{escape(best['arm'])}}}, {best['goodput']:.2f} req/s "
+        text = (f"{g['title']}: most goodput \\texttt{{{escape(best['arm'])}}}, {best['goodput']:.2f} req/s "
                 f"({100 * best['slo_share']:.0f}\\% of requests met the SLO)")
+        ar = next((x for x in arms if a.run.profile.arm(x).kind == "ar"), None)
         r = a.goodput_ratios
         row = r[(r["arm"] == best["arm"]) & (r["baseline"] == ar) & (r["concurrency"] == c)] if ar else r.iloc[:0]
         if len(row) and np.isfinite(row.iloc[0]["goodput_ratio"]):
@@ -433,4 +435,12 @@ def context(a) -> dict:
             "table": deployment_table(a, gs, picks) if gs else Markup(r"\emph{(no arm finished)}"),
             "recommendations": [s for _, s in recs], "regressions": regressions(a),
             "failed": failed, "failed_count": n_bad, "checks": n_checks, "correctness": correctness(a),
-            "goodput": goodput_lines(a), "slo": a.run.profile.slo.text if a.run.profile.slo else None}
+            "goodput": goodput_lines(a), "slo": a.run.profile.slo.text if a.run.profile.slo else None,
+            "metric": metric(a)}
+
+
+def metric(a) -> str:
+    """What every ratio of the run compares, as page 1 names it."""
+    if a.run.profile.load.mode == "open":
+        return "mean TPOT at each offered rate (open loop), the reference's over the arm's"
+    return "output throughput, the arm's over the reference's"

@@ -110,8 +110,8 @@ def ratio_stats(x: pd.DataFrame, y: pd.DataFrame, column: str, paired: bool) -> 
 
 
 def speedup(x: Side, y: Side, c: int, vary: tuple[str, ...] = ()) -> dict:
-    """Throughput of arm X over arm Y at concurrency c (and the TPOT ratio Y/X at c = 1, and at every c of an
-    open-loop cell, where the offered rate, not the arm, sets throughput).
+    """Throughput of arm X over arm Y at concurrency c, and the TPOT ratio Y/X at c = 1; in an open-loop cell,
+    where the offered rate, not the arm, sets throughput, the TPOT ratio Y/X is the headline (metric 'tpot').
 
     The ratio and its 95% interval come from the repetitions: per repetition pair in one run (the two
     cells ran next to each other), on the log scale, with a sign test, each side's noise sd and the
@@ -127,8 +127,16 @@ def speedup(x: Side, y: Side, c: int, vary: tuple[str, ...] = ()) -> dict:
     paired = x.run is y.run
     thr_x = cx["tokens"].sum() / cx["window_s"].sum()
     thr_y = cy["tokens"].sum() / cy["window_s"].sum()
-    r = ratio_stats(cx, cy, "throughput", paired)
-    out = {"arm": ax, "baseline": ay, "concurrency": c, "throughput": thr_x, "baseline_throughput": thr_y,
+    open_loop = x.run.profile.load_for(ax).rate is not None
+    if open_loop:
+        # below saturation the offered rate, not the arm, sets throughput: what the arm changes is how fast each
+        # request streams, so the headline is the baseline's TPOT over the arm's (higher is better, as throughput)
+        r = ratio_stats(cy, cx, "tpot_mean", paired)
+        r = {**r, "sd_x": r["sd_y"], "sd_y": r["sd_x"], "dt_mean_s": -r["dt_mean_s"]}
+    else:
+        r = ratio_stats(cx, cy, "throughput", paired)
+    out = {"arm": ax, "baseline": ay, "concurrency": c, "metric": "tpot" if open_loop else "throughput",
+           "throughput": thr_x, "baseline_throughput": thr_y,
            "speedup": r["ratio"], "speedup_lo": r["ratio_lo"], "speedup_hi": r["ratio_hi"], "verdict": r["verdict"],
            "paired": paired, "pairs": r["pairs"], "sign_p": r["sign_p"], "wins": r["wins"], "sd_arm": r["sd_x"],
            "sd_baseline": r["sd_y"], "sd_pair": r["sd_pair"], "mde": r["mde"], "n_to_resolve": r["n_to_resolve"],
@@ -137,7 +145,7 @@ def speedup(x: Side, y: Side, c: int, vary: tuple[str, ...] = ()) -> dict:
     reps = metrics.throughput_replicates(thr_x, bx) / metrics.throughput_replicates(thr_y, by)
     out["boot_lo"], out["boot_hi"] = stats.interval(reps)
     out["tpot_ratio"] = out["tpot_ratio_lo"] = out["tpot_ratio_hi"] = float("nan")
-    if c == 1 or x.run.profile.load_for(ax).rate is not None:
+    if c == 1 or open_loop:
         t = ratio_stats(cy, cx, "tpot_mean", paired)
         out["tpot_ratio"], out["tpot_ratio_lo"], out["tpot_ratio_hi"] = t["ratio"], t["ratio_lo"], t["ratio_hi"]
     return out

@@ -59,3 +59,41 @@ def test_materialize_names_what_is_missing(tmp_path):
     (tmp_path / PHASES).write_text('{"phases": []}')
     with pytest.raises(FileNotFoundError, match="manifest.json"):
         materialize(tmp_path)
+
+
+def _phase(index, arm, users, rate, start, end):
+    return {"index": index, "arm": arm, "users": users, "rate": rate, "start_unix": start / 1e9, "start_ns": start,
+            "end_unix": end / 1e9, "end_ns": end}
+
+
+def test_a_session_that_offered_rates_is_an_open_loop_run(tmp_path):
+    from ddbench.core.profile import Profile, load_profile
+
+    write_json_atomic(tmp_path / "manifest.json", {"profile": load_profile("cpu-tiny").model_dump(mode="json")})
+    write_json_atomic(tmp_path / PHASES, {"phases": [_phase(1, "ar", 8, 2.0, 100, 200),
+                                                     _phase(2, "ar", 8, 4.0, 200, 300)]})
+    f = RecordFile(tmp_path, "w1")
+    for r in (rec(130), rec(210)):
+        f.write(r)
+    f.close()
+    run = materialize(tmp_path)
+    assert [r.arm for r in read_records(run.cell_dir("ar@q2", 8, 1))] == ["ar@q2"]
+    assert [r.arm for r in read_records(run.cell_dir("ar@q4", 8, 2))] == ["ar@q4"]
+    m = json.loads((tmp_path / "manifest.json").read_text())
+    profile = Profile.model_validate(m["profile"])
+    assert (profile.load.mode, profile.load.rate) == ("open", [2.0, 4.0])
+    assert m["profile_digest"] == profile.digest()
+    assert profile.load_for("ar@q4").rate == 4.0
+
+
+def test_a_session_is_one_load_mode(tmp_path):
+    from ddbench.core.profile import load_profile
+
+    write_json_atomic(tmp_path / "manifest.json", {"profile": load_profile("cpu-tiny").model_dump(mode="json")})
+    write_json_atomic(tmp_path / PHASES, {"phases": [_phase(1, "ar", 8, None, 100, 200),
+                                                     _phase(2, "ar", 8, 4.0, 200, 300)]})
+    with pytest.raises(ValueError, match=r"phases \[1\] ran closed loop"):
+        materialize(tmp_path)
+    ph = Phases(tmp_path / "s")
+    first = ph.begin("ar", 8, rate=2.0)
+    assert ph.begin("ar", 8, rate=4.0) is not first      # a new rate is a new phase
