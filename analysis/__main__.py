@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         mde = f", MDE {100 * row.mde:.1f}%" if row.mde == row.mde else ""
         runs = (f"; repetitions alone {row.within_lo:.3f}-{row.within_hi:.3f}, between-run sd "
                 f"{100 * row.between_sd:.1f}% over {row.between_n} runs" if row.between_sd > 0 else "")
-        print(f"  {row.arm:>16} / {row.baseline:<16} C={row.concurrency:<4} {row.speedup:6.3f}x ({band}, "
+        what = " on TPOT" if getattr(row, "metric", "throughput") == "tpot" else ""   # open loop: baseline over arm
+        print(f"  {row.arm:>16} / {row.baseline:<16} C={row.concurrency:<4} {row.speedup:6.3f}x{what} ({band}, "
               f"{row.pairs} pairs{mde}{runs}): {row.verdict}")
     for row in failed.itertuples():
         print(f"  FAILED cell {row.arm} C={row.concurrency} rep {row.repetition}: {row.reason}")

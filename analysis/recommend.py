@@ -50,7 +50,7 @@ def groups(a) -> list[dict]:
         out.append({"title": title, "c": int(c), "rows": d, "sampling": setting, "graphs": bool(on)})
     # the profile's order of settings (and of offered rates: q2 before q16), as its measured arms run them
     setting_order = {}
-    for arm, label in st.items():
+    for label in st.values():
         setting_order.setdefault(label, len(setting_order))
     out.sort(key=lambda g_: (setting_order.get(g_["sampling"], 99), not g_["graphs"], g_["c"]))
     return out

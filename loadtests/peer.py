@@ -29,6 +29,7 @@ import tempfile
 from contextlib import nullcontext
 from pathlib import Path
 
+from ddbench.core.formulas import span_rate
 from ddbench.core.profile import Load, Workload
 from ddbench.core.prompts import load_prompt_set
 from loadtests import nullserver
@@ -69,14 +70,11 @@ def ours(url: str, prompt_set: str, concurrency: int, requests_per_user: int, ma
             for r, t in zip(recs, ttft, strict=True) if r.usage and r.usage.completion_tokens > 1]
     row = {"status": status.status, "n": len(recs), "ttft_ms": statistics.median(ttft),
            "tpot_ms": statistics.median(tpot), "client_cpu_max": status.client_cpu_max}
-    if rate:
-        row["achieved_rate"] = achieved_rate([r.end_ns for r in recs], status.window_start_ns, status.window_end_ns)
+    if rate:   # as analysis reads a cell (docs/metrics.md): first to last event
+        sent = [r for r in read_records(out / "ours") if not r.warmup]
+        row["arrival_rate"] = span_rate([r.intended_send_ns or r.send_ns for r in sent])
+        row["achieved_rate"] = span_rate([r.end_ns for r in recs])
     return row
-
-
-def achieved_rate(ends_ns: list[int], start_ns: int, end_ns: int) -> float:
-    """Requests completed inside the measured window, per second of it (docs/metrics.md, achieved_rate)."""
-    return sum(start_ns <= e <= end_ns for e in ends_ns) / ((end_ns - start_ns) / 1e9)
 
 
 def theirs(guidellm: str, url: str, prompts: list[str], concurrency: int, requests: int, max_tokens: int,
@@ -94,8 +92,10 @@ def theirs(guidellm: str, url: str, prompts: list[str], concurrency: int, reques
             ["--profile", f"kind=concurrent,streams={concurrency}",
              "--constraint", f"kind=max_requests,count={requests}"])
     argv = [guidellm, "run",
+            # greedy and the full length, as ours sends (guidellm sends neither by default: the server's default
+            # temperature then samples, and acceptance falls with it)
             "--backend", f"kind=openai_http,target={url},request_format=/v1/chat/completions,"
-                         f"max_tokens={max_tokens},http2=false",
+                         f"max_tokens={max_tokens},http2=false,extras.body.temperature=0,extras.body.ignore_eos=true",
             *load,
             "--data", f"kind=json_file,path={data}",
             "--tokenizer", f"kind=huggingface_auto,model={tokenizer}",
@@ -115,9 +115,13 @@ def parse_report(report: dict) -> dict:
     def median(name: str) -> float:
         return m[name]["successful"]["median"]
 
-    return {"n": m["request_totals"]["successful"] if "request_totals" in m else None,
+    # its rates are per second of the benchmark's duration: requests sent (total) and completed (successful)
+    totals = m.get("request_totals", {})
+    return {"n": totals.get("successful"),
             "ttft_ms": median("time_to_first_token_ms"), "tpot_ms": median("inter_token_latency_ms"),
             "guidellm_tpot_ms": median("time_per_output_token_ms"),
+            "arrival_rate": totals["total"] / bench["duration"] if "total" in totals and bench.get("duration")
+            else float("nan"),
             "achieved_rate": m["requests_per_second"]["successful"]["mean"]}
 
 
@@ -163,8 +167,12 @@ def main(argv: list[str] | None = None) -> int:
         for who, side in server_ttft(log).items():
             rows[who]["server_ttft_ms"] = side
             print(f"server-side median TTFT of {who}'s requests: {side:.2f} ms")
+    for side in (us, them):
+        if "achieved_rate" in side:
+            side["served"] = side["achieved_rate"] / side["arrival_rate"]
     for k, label in (("ttft_ms", "median TTFT (ms)"), ("tpot_ms", "median TPOT (ms)"),
-                     ("achieved_rate", "achieved rate (req/s)")):
+                     ("arrival_rate", "arrival rate (req/s)"), ("achieved_rate", "achieved rate (req/s)"),
+                     ("served", "served (achieved/arr.)")):
         if k not in us:
             continue
         diff = (us[k] - them[k]) / them[k]

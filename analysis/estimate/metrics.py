@@ -66,14 +66,6 @@ def measured_window(cell, measured: pd.DataFrame) -> tuple[float, float, str]:
     return float(measured["send_ns"].min()), float(measured["end_ns"].max()), "derived"
 
 
-def span_rate(t_ns: pd.Series) -> float:
-    """Events per second between the first and the last of them, (n - 1) / span: free of the cell's edges (the
-    window opening before the first arrival, the last request's own latency at its close)."""
-    t = t_ns.dropna()
-    span = (t.max() - t.min()) / 1e9 if len(t) > 1 else 0.0
-    return (len(t) - 1) / span if span > 0 else float("nan")
-
-
 def mark_window(req: pd.DataFrame, cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Flag the requests that aggregate throughput counts: measured, ok, finished inside the window;
     and record per cell where its window came from."""
@@ -187,8 +179,8 @@ def _cell(cell: dict, r: pd.DataFrame, gaps: np.ndarray, kind: str, categories, 
     # open loop: the rate requests arrived at in this cell (a Poisson cell of a few dozen arrivals is ~15% off
     # its nominal rate) and the rate they completed at; a server that keeps up completes them as they arrive
     sends = measured["intended_send_ns"].fillna(measured["send_ns"]) if "intended_send_ns" in measured else None
-    out["arrival_rate"] = span_rate(sends) if sends is not None else float("nan")
-    out["achieved_rate"] = span_rate(good["end_ns"])
+    out["arrival_rate"] = f.span_rate(sends) if sends is not None else float("nan")
+    out["achieved_rate"] = f.span_rate(good["end_ns"])
     out["throughput_lo"], out["throughput_hi"] = stats.interval(throughput_replicates(out["throughput"], [boot]))
     out["tau"], tau_reps = ratio(boot, "step_tokens", "steps")
     out["tau_lo"], out["tau_hi"] = stats.interval(tau_reps)

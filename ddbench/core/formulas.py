@@ -44,6 +44,15 @@ def gaps_s(t_ns) -> np.ndarray:
     return np.diff(np.asarray(t_ns, dtype=float)) / 1e9
 
 
+def span_rate(t_ns) -> float:
+    """Events per second between the first and the last of them, (n − 1) / span: free of a cell's edges (its
+    window opening before the first arrival, its last request's own latency at its close). NaNs are left out."""
+    t = np.asarray(t_ns, dtype=float)
+    t = t[~np.isnan(t)]
+    span = (t.max() - t.min()) / 1e9 if len(t) > 1 else 0.0
+    return (len(t) - 1) / span if span > 0 else float("nan")
+
+
 def printable(n: int, q: float) -> bool:
     """n·(1−q) ≥ 10, in exact arithmetic: 100·(1−0.9) is 9.999… in floating point."""
     return n * (1 - Fraction(str(q))) >= MIN_TAIL

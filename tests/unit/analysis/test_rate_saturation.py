@@ -19,7 +19,8 @@ def summary() -> pd.DataFrame:
         served = {"ar": {2: 1.0, 4: 0.99, 8: 0.7}, "tree-b15-k8": {2: 1.0, 4: 0.98, 8: 0.9}}[base][q]
         # the arrivals ran 15% under the nominal rate, as a short Poisson cell can: served is of what arrived
         rows.append({"arm": arm, "kind": "ar" if base == "ar" else "tree", "concurrency": 64, "offered_rate": q,
-                     "arrival_rate": 0.85 * q, "achieved_rate": 0.85 * q * served, "throughput": 100 * q * served, "ttft_mean": 0.02,
+                     "arrival_rate": 0.85 * q, "achieved_rate": 0.85 * q * served, "throughput": 100 * q * served,
+                     "ttft_mean": 0.02,
                      "ttft_mean_t_lo": 0.01, "ttft_mean_t_hi": 0.03, "tpot_mean": 0.004 * q,
                      "tpot_mean_t_lo": 0.003 * q, "tpot_mean_t_hi": 0.005 * q})
     return pd.DataFrame(rows)
@@ -33,7 +34,7 @@ def speedups() -> pd.DataFrame:
 
 
 def test_rates_span_first_to_last_event_free_of_the_cells_edges():
-    from analysis.estimate.metrics import span_rate
+    from ddbench.core.formulas import span_rate
 
     s = 1_000_000_000
     assert span_rate(pd.Series([0, s, 2 * s, 4 * s])) == pytest.approx(0.75)    # 3 intervals in 4 s
