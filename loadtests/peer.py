@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import tempfile
@@ -101,7 +102,9 @@ def theirs(guidellm: str, url: str, prompts: list[str], concurrency: int, reques
             "--tokenizer", f"kind=huggingface_auto,model={tokenizer}",
             "--output", f"kind=json,path={report}",
             "--disable-console-interactive"]
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+    # one worker process unless told otherwise: its default several took the server's CPU on a 2-core host
+    env = {**os.environ, "GUIDELLM__MAX_WORKER_PROCESSES": os.environ.get("GUIDELLM__MAX_WORKER_PROCESSES", "1")}
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=1800, env=env)
     (out / "guidellm.log").write_text(p.stdout + p.stderr)
     if p.returncode != 0 or not report.is_file():
         raise RuntimeError(f"guidellm failed (exit {p.returncode}); see {out / 'guidellm.log'}")

@@ -166,9 +166,14 @@ def rates(a: Analysis) -> Figure:
             ax.scatter(d.loc[sat, "offered_rate"], scale * d.loc[sat, col], facecolors="none", edgecolors=c, s=16)
     span = [r["offered_rate"].min(), r["offered_rate"].max()]
     axes[0].plot(span, span, color="black", lw=0.6, ls=":")
+    offered = sorted(r["offered_rate"].unique())
     for ax, ylabel in zip(axes, ("achieved rate (req/s)", "mean TTFT (ms)", "mean TPOT (ms)"), strict=True):
         ax.set(xscale="log", xlabel="offered rate (req/s)", ylabel=ylabel)
+        ax.set_xticks(offered, [f"{q:g}" for q in offered], minor=False)
+        ax.xaxis.set_minor_locator(plt.NullLocator())
     axes[0].set_yscale("log")
+    axes[0].set_yticks(offered, [f"{q:g}" for q in offered])
+    axes[0].yaxis.set_minor_locator(plt.NullLocator())
     fig.suptitle("Against offered load (dotted: achieved = offered; hollow: saturated, under 95% of arrivals served)")
     _legend_below(fig)
     return fig
