@@ -117,8 +117,9 @@ def measured_ids(d: Path, phases: list[dict]) -> dict[int, str]:
     manifest = read_json(d / MANIFEST)
     load = {**manifest["profile"]["load"], "mode": "open", "rate": rates if len(rates) > 1 else rates[0]}
     profile = Profile.model_validate({**manifest["profile"], "load": load})
-    write_json_atomic(d / MANIFEST, {**manifest, "profile": profile.model_dump(mode="json"),
-                                     "profile_digest": profile.digest()})
+    if manifest.get("profile_digest") != profile.digest():   # each phase's end materializes again
+        write_json_atomic(d / MANIFEST, {**manifest, "profile": profile.model_dump(mode="json"),
+                                         "profile_digest": profile.digest()})
     if len(rates) == 1:
         return {p["index"]: p["arm"] for p in phases}
     by_setting = {(x.base, x.sampling.rate): x.id for x in profile.measured_arms()}

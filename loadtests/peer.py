@@ -11,8 +11,8 @@ word-level tokenizer built here (it needs a local one; the servers report usage 
 Without --url both tools run against a fresh null server of the given schedule.
 
 In open loop (--rate R) both send requests as a Poisson process at R requests/s for --duration-s, at most
---concurrency in flight, and the achieved rate is compared too: ours is the requests that completed inside
-the measured window per second of it (docs/metrics.md), guidellm's its mean successful requests per second.
+--concurrency in flight, and the arrival and achieved rates are compared too: ours from first to last send and
+end, as analysis reads a cell (docs/metrics.md), guidellm's per second of its duration.
 
 Compared: median TTFT, and median TPOT = (E2E - TTFT) / (N - 1) for us against guidellm's
 median inter-token latency = (last token time - first token time) / (tokens - 1); on a
@@ -65,14 +65,14 @@ def ours(url: str, prompt_set: str, concurrency: int, requests_per_user: int, ma
             Load(concurrency=[concurrency], warmup_requests=1, requests_per_user=requests_per_user))
     status = run_cell(workload, load, url=url, cell_dir=out / "ours", arm="peer", concurrency=concurrency,
                       repetition=1)
-    recs = [r for r in read_records(out / "ours") if not r.warmup and r.ok and r.chunks]
+    sent = [r for r in read_records(out / "ours") if not r.warmup]
+    recs = [r for r in sent if r.ok and r.chunks]
     ttft = [(r.chunks[0].t_ns - r.send_ns) / 1e6 for r in recs]
     tpot = [((r.end_ns - r.send_ns) / 1e6 - t) / (r.usage.completion_tokens - 1)
             for r, t in zip(recs, ttft, strict=True) if r.usage and r.usage.completion_tokens > 1]
     row = {"status": status.status, "n": len(recs), "ttft_ms": statistics.median(ttft),
            "tpot_ms": statistics.median(tpot), "client_cpu_max": status.client_cpu_max}
     if rate:   # as analysis reads a cell (docs/metrics.md): first to last event
-        sent = [r for r in read_records(out / "ours") if not r.warmup]
         row["arrival_rate"] = span_rate([r.intended_send_ns or r.send_ns for r in sent])
         row["achieved_rate"] = span_rate([r.end_ns for r in recs])
     return row

@@ -164,9 +164,8 @@ def rates(a: Analysis) -> Figure:
             sat = d["saturated"].astype(bool)
             ax.scatter(d.loc[~sat, "offered_rate"], scale * d.loc[~sat, col], color=c, s=12)
             ax.scatter(d.loc[sat, "offered_rate"], scale * d.loc[sat, col], facecolors="none", edgecolors=c, s=16)
-    span = [r["offered_rate"].min(), r["offered_rate"].max()]
-    axes[0].plot(span, span, color="black", lw=0.6, ls=":")
     offered = sorted(r["offered_rate"].unique())
+    axes[0].plot(offered, offered, color="black", lw=0.6, ls=":")
     for ax, ylabel in zip(axes, ("achieved rate (req/s)", "mean TTFT (ms)", "mean TPOT (ms)"), strict=True):
         ax.set(xscale="log", xlabel="offered rate (req/s)", ylabel=ylabel)
         ax.set_xticks(offered, [f"{q:g}" for q in offered], minor=False)

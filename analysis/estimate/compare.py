@@ -128,11 +128,11 @@ def speedup(x: Side, y: Side, c: int, vary: tuple[str, ...] = ()) -> dict:
     thr_x = cx["tokens"].sum() / cx["window_s"].sum()
     thr_y = cy["tokens"].sum() / cy["window_s"].sum()
     open_loop = x.run.profile.load_for(ax).rate is not None
+    tpot = ratio_stats(cy, cx, "tpot_mean", paired) if c == 1 or open_loop else None
     if open_loop:
         # below saturation the offered rate, not the arm, sets throughput: what the arm changes is how fast each
         # request streams, so the headline is the baseline's TPOT over the arm's (higher is better, as throughput)
-        r = ratio_stats(cy, cx, "tpot_mean", paired)
-        r = {**r, "sd_x": r["sd_y"], "sd_y": r["sd_x"], "dt_mean_s": -r["dt_mean_s"]}
+        r = {**tpot, "sd_x": tpot["sd_y"], "sd_y": tpot["sd_x"], "dt_mean_s": -tpot["dt_mean_s"]}
     else:
         r = ratio_stats(cx, cy, "throughput", paired)
     out = {"arm": ax, "baseline": ay, "concurrency": c, "metric": "tpot" if open_loop else "throughput",
@@ -144,10 +144,8 @@ def speedup(x: Side, y: Side, c: int, vary: tuple[str, ...] = ()) -> dict:
            "pooled_speedup": thr_x / thr_y}
     reps = metrics.throughput_replicates(thr_x, bx) / metrics.throughput_replicates(thr_y, by)
     out["boot_lo"], out["boot_hi"] = stats.interval(reps)
-    out["tpot_ratio"] = out["tpot_ratio_lo"] = out["tpot_ratio_hi"] = float("nan")
-    if c == 1 or open_loop:
-        t = ratio_stats(cy, cx, "tpot_mean", paired)
-        out["tpot_ratio"], out["tpot_ratio_lo"], out["tpot_ratio_hi"] = t["ratio"], t["ratio_lo"], t["ratio_hi"]
+    for k in ("", "_lo", "_hi"):
+        out[f"tpot_ratio{k}"] = tpot[f"ratio{k}"] if tpot is not None else float("nan")
     return out
 
 
