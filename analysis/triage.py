@@ -8,9 +8,9 @@ output, for every arm; and for a chain arm also the linear arm of its block size
 linear"), this module
 
   1. finds the first differing output token: the records' output_token_ids where the server
-     returned them, else both texts re-tokenized with the pair's tokenizer, keeping the target's
-     argmax where it spells the same text (retokenize: generated splits the tokenizer would not
-     choose); the table says which;
+     returned them, else both texts re-tokenized with the pair's tokenizer, each token the best-ranked
+     one that spells the text on where the encoding is not the target's argmax (retokenize: generated
+     splits the tokenizer would not choose); the table says which;
   2. re-scores the prompt (rendered by the reference engine's chat template code, as its server
      renders it) + the shared prefix with the target in fp32 on the CPU (the reference engine's
      own model code: it serves SGLang runs of our pair too), one forward per distinct reference
@@ -300,14 +300,6 @@ class _State:
         rank = lambda t: int((at > at[t]).sum()) + 1  # noqa: E731
         r_tok = ref[pos] if pos < len(ref) else None
         a_tok = arm[pos] if pos < len(arm) else None
-        resplit = False
-        if not server and r_tok is not None and a_tok is not None:
-            # text alone does not say how the server split it: ')' then '(' re-tokenizes as ')(', a token
-            # the target ranks far down, where the server took its near-tied #2. Each side's token here is
-            # the best-ranked one that spells its text on, as a greedy server would have chosen
-            r_alt, a_alt = spelled(tok, ref, pos, ref_text, at), spelled(tok, arm, pos, text, at)
-            if None not in (r_alt, a_alt) and r_alt != a_alt and (r_alt, a_alt) != (r_tok, a_tok):
-                r_tok, a_tok, resplit = r_alt, a_alt, True
         chosen = [t for t in (r_tok, a_tok) if t is not None]
         d = {"token_source": SERVER if server else RETOKENIZED, "position": pos, "ref_len": len(ref),
              "arm_len": len(arm), "ref_token": r_tok, "arm_token": a_tok,
@@ -318,8 +310,6 @@ class _State:
              "ref_rank": rank(r_tok) if r_tok is not None else None,
              "arm_rank": rank(a_tok) if a_tok is not None else None}
         d["verdict"], d["why"] = classify(d, server)
-        if resplit:
-            d["why"] += "; each side's token the best-ranked one that spells its text on"
         return d
 
     def ensure_positions(self, ok: pd.DataFrame, ref_arms: list[str]) -> None:
@@ -364,20 +354,21 @@ def spells(tok, ids: list[int], pos: int, text: str, t: int) -> str | None:
 
 
 def retokenize(text: str, prompt: list[int], scorer, score=None, limit: int = 64) -> list[int]:
-    """The ids of a generated text whose ids were not recorded: the tokenizer's encoding, then, where the
-    target's fp32 argmax is a different token that spells the text on from there (the model generated
-    another split of the same characters: 2 of the 46 shipped chat continuations do not survive
-    decode-encode), that token, the rest encoded again; until the argmax disagrees only where the text does.
-    One forward per change (score: a caching stand-in for scorer.score)."""
+    """The ids of a generated text whose ids were not recorded, split as a greedy server would have: the
+    tokenizer's encoding, then, wherever the target's fp32 argmax differs from the encoded token, the
+    best-ranked token that spells the text on from there (`spelled`; the model generated another split of the
+    same characters: ')' then '(' re-tokenizes as ')(', a token the target ranks far down), the rest encoded
+    again; until every token is the best-ranked one that spells its text. One forward per change (score: a
+    caching stand-in for scorer.score)."""
     tok, score = scorer.tokenizer, score or scorer.score
     ids = tok.encode(text)
     for _ in range(limit):
         rows = score(prompt, ids)["rows"][: len(ids)]
         best = rows.argmax(axis=1) if len(ids) else np.zeros(0, dtype=int)
         for i in np.nonzero(best != np.asarray(ids, dtype=int))[0]:
-            a = int(best[i])
-            head = spells(tok, ids, i, text, a)
-            if head is not None:
+            a = spelled(tok, ids, int(i), text, rows[i])
+            if a is not None and a != ids[i]:
+                head = spells(tok, ids, int(i), text, a)
                 ids = ids[:i] + [a] + tok.encode(text[len(head):])
                 break
         else:

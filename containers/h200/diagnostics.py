@@ -16,7 +16,8 @@ exported.
 overlay-check: once per DDTree build, the build's DFLASH must take the same verify steps as stock
 SGLang 0.5.15's DFLASH on the same prompts (the trial of 2026-12-01: 58 and 58 with the upstream
 rope fix cherry-picked, 170 without it). The arm (default: the profile's first linear arm with
-CUDA graphs on) is brought up twice with the same command line: "stock", with PYTHONPATH
+CUDA graphs on) is brought up twice with the same command line, less on the stock side the flags only
+the fork knows (--speculative-ddtree-*, which stock SGLang refuses): "stock", with PYTHONPATH
 without the sglang-ddtree site (so `sglang` is the stock layer's), then "fork", with PYTHONPATH as
 set up (the fork's `sglang` first). Verify steps are the /metrics counter
 sglang:spec_verify_calls_total, scraped before and after each request (so the server's own
@@ -31,7 +32,8 @@ The result is RUN_DIR/diagnostics/overlay-check.json:
     same_verify_steps, same_outputs   the two comparisons (outputs: the texts, prompt by prompt)
     steps_from      "metrics" (the /metrics deltas, when both sides have them) or "spec_verify_ct"
     profile         {"name", "digest", "source"} of the profile used
-    arm             the linear arm's id;  argv: its command line (the same for both sides)
+    arm             the linear arm's id;  argv: its command line on the fork
+    stock_drops     the fork-only flags (and values) left out of the stock side's command line
     prompts         {"set", "sha256", "ids", "max_tokens", "temperature", "ignore_eos"}
     build           the fork's source as its layer recorded it: repo, branch, commit, cherry_picks
                     [{repo, commit, subject, result}], head, tree, package_tree, label
@@ -301,6 +303,37 @@ def pick_linear(profile: Profile, arm_id: str | None) -> Arm:
                           "name one with --arm")
 
 
+FORK_FLAG_PREFIX = "--speculative-ddtree-"
+
+
+def without_fork_flags(args: list[str]) -> tuple[list[str], list[str]]:
+    """args less every flag only the DDTree fork knows (the fork's and ddbench's patches name them
+    --speculative-ddtree-*), each with its value; and what was dropped. Stock SGLang refuses them."""
+    kept, dropped, i = [], [], 0
+    while i < len(args):
+        if args[i].startswith(FORK_FLAG_PREFIX):
+            takes_value = "=" not in args[i] and i + 1 < len(args) and not args[i + 1].startswith("--")
+            n = 2 if takes_value else 1
+            dropped += args[i:i + n]
+            i += n
+        else:
+            kept.append(args[i])
+            i += 1
+    return kept, dropped
+
+
+def for_stock(profile: Profile, arm: Arm) -> tuple[Profile, list[str]]:
+    """The profile as stock SGLang can serve the arm: the fork-only flags dropped (the DFLASH path ignores
+    them on the fork too); and the flags dropped."""
+    rt_args, dropped = without_fork_flags(profile.runtime.extra_args)
+    arm_args, arm_dropped = without_fork_flags(arm.extra_args)
+    runtime = profile.runtime.model_copy(update={"extra_args": rt_args})
+    changed = arm.model_copy(update={"extra_args": arm_args})
+    stock = profile.model_copy(update={"runtime": runtime,
+                                       "arms": [changed if a.id == arm.id else a for a in profile.arms]})
+    return stock, dropped + arm_dropped
+
+
 def overlay_check(run_dir: Path, profile: Profile, source: str, arm_id: str | None, n: int,
                   timeout_s: float | None = None, command: list[str] | None = None) -> dict:
     from containers.launch import server_command
@@ -313,9 +346,10 @@ def overlay_check(run_dir: Path, profile: Profile, source: str, arm_id: str | No
                                    f"T={profile.workload.temperature:g}, {len(prompts)} prompts; not a measured cell",
                   profile, source, prompts),
            "arm": arm.id, "argv": server_command(profile, arm).argv, "build": fork_build(fork), "sides": {}}
-    for side, entries in (("stock", stock), ("fork", fork)):
+    stock_profile, doc["stock_drops"] = for_stock(profile, arm)
+    for side, entries, prof in (("stock", stock, stock_profile), ("fork", fork, profile)):
         with pythonpath(entries):
-            result = serve(profile, arm.id, out_dir / "overlay-check" / side, prompts, timeout_s, command)
+            result = serve(prof, arm.id, out_dir / "overlay-check" / side, prompts, timeout_s, command)
         log = out_dir / "overlay-check" / side / arm.id / SERVER_LOG
         doc["sides"][side] = {"pythonpath": entries, "sglang": resolve_sglang(entries), **result,
                               "server_log": log.relative_to(run_dir).as_posix()}

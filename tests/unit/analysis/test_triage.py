@@ -292,8 +292,36 @@ def test_text_only_records_are_split_as_a_greedy_server_would_have(planted):
     req = requests([("ar", [0, 4, 0]), ("linear-b16", [0, 1, 2, 0])], planted.prompt, SplitTokenizer(), ids=False)
     d = by_arm(tr.triage(fake_run(profile()), req, scorer=SplitScorer()))["linear-b16"]
     assert (d.position, d.token_source, d.ref_text, d.arm_text, d.arm_rank) == (1, tr.RETOKENIZED, ')"', ")", 2)
-    assert d.verdict == tr.TIE and d.margin == pytest.approx(0.05) and "spells its text on" in d.why
+    assert d.verdict == tr.TIE and d.margin == pytest.approx(0.05)
     # with the server's ids the records say what was generated, and nothing is re-split
     req = requests([("ar", [0, 4, 0]), ("linear-b16", [0, 3, 0])], planted.prompt, SplitTokenizer())
     d = by_arm(tr.triage(fake_run(profile()), req, scorer=SplitScorer()))["linear-b16"]
     assert (d.arm_text, d.verdict) == (")(", tr.FAILURE)
+
+
+class LoopTokenizer(SplitTokenizer):
+    pieces = ["a", ")", "(", ")(", ')"', "))", '"']
+
+
+class LoopScorer:
+    """At output position 1 the target's #1 is '))', which spells neither text, and ')' its near-tied #2; at
+    position 2 '"' leads '(' by 0.1. The encodings ')"' and ')(' rank far down."""
+
+    tokenizer = LoopTokenizer()
+
+    def score(self, prompt, out) -> dict:
+        rows = np.zeros((len(out) + 1, len(LoopTokenizer.pieces)))
+        rows[:, 0] = 10.0
+        rows[1] = [0.0, 9.95, 1.0, 3.0, 2.0, 10.0, 0.0]
+        rows[2] = [0.0, 0.0, 9.9, 0.0, 0.0, 0.0, 10.0]
+        return {"rows": rows, "gaps": np.full(len(out), 5.0)}
+
+
+def test_both_sides_are_resplit_where_their_best_spelling_agrees(planted):
+    # 'a)"a' and 'a)(a' encode as ')"' and ')(' (the target's #4 and #3); a greedy server took ')' on both, the
+    # best-ranked token that spells each text on, so they diverge one token later, at a near-tie
+    req = requests([("ar", [0, 4, 0]), ("linear-b16", [0, 3, 0])], planted.prompt, LoopTokenizer(), ids=False)
+    d = by_arm(tr.triage(fake_run(profile()), req, scorer=LoopScorer()))["linear-b16"]
+    assert (d.position, d.ref_text, d.arm_text, d.ref_rank, d.arm_rank) == (2, '"', "(", 1, 2)
+    assert d.verdict == tr.TIE and d.margin == pytest.approx(0.1)
+    assert tr.retokenize('a)"a', [0], LoopScorer()) == [0, 1, 6, 0]

@@ -122,3 +122,27 @@ def test_stage_cost_needs_the_fork_on_the_path(tmp_path, monkeypatch):
         diagnostics.stage_cost(tmp_path, load_profile("h200-sglang-ddtree"), "x", [], 2, 10, 0)
     with pytest.raises(diagnostics.DiagnosticError, match="not on the DDTree fork"):
         diagnostics.stage_cost(tmp_path, load_profile("h200-sglang-tiny"), "x", [], 2, 10, 0)
+
+
+def test_stock_sglang_is_served_without_the_forks_own_flags(tmp_path, sites, monkeypatch):
+    # stock SGLang refuses a flag only the fork knows (--speculative-ddtree-graph-max-tokens, a ddbench patch)
+    from containers.launch import server_command
+
+    assert diagnostics.without_fork_flags(["--a", "--speculative-ddtree-x", "8", "--speculative-ddtree-on", "--b",
+                                           "1"]) == (["--a", "--b", "1"],
+                                                     ["--speculative-ddtree-x", "8", "--speculative-ddtree-on"])
+    stock, shadow, harness = (str(s) for s in sites)
+    monkeypatch.setenv("PYTHONPATH", f"{shadow}:{stock}:{harness}")
+    seen = {}
+
+    def serve(profile, arm_id, run_dir, prompts, timeout_s, command=None):
+        seen[run_dir.name] = server_command(profile, profile.arm(arm_id)).argv
+        return fake_serve({"stock": 9, "fork": 9}, {"stock": "x", "fork": "x"})[0](profile, arm_id, run_dir,
+                                                                                   prompts, timeout_s)
+    monkeypatch.setattr(diagnostics, "serve", serve)
+    monkeypatch.setattr(diagnostics, "resolve_sglang", lambda entries: {"site": entries[0]})
+    doc = diagnostics.overlay_check(tmp_path / "run", load_profile("h100-twin8b-sglang"), "p", None, 3)
+    assert "--speculative-ddtree-graph-max-tokens" in seen["fork"]
+    assert not any(a.startswith("--speculative-ddtree-") for a in seen["stock"])
+    assert doc["stock_drops"] == ["--speculative-ddtree-graph-max-tokens", "1024"] and doc["passed"]
+    assert [a for a in seen["fork"] if a not in seen["stock"]] == ["--speculative-ddtree-graph-max-tokens", "1024"]
