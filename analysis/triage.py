@@ -332,9 +332,11 @@ def classify(d: dict, server: bool) -> tuple[str, str]:
         longer = "the arm's" if d["arm_token"] is not None else "the reference's"
         return FAILURE, (f"the outputs agree on {d['position']} tokens and differ only in length "
                          f"({d['ref_len']} vs {d['arm_len']}; {longer} is longer)")
-    outside = [f"the {side}'s token is the target's #{r}" for side, r in
-               (("reference", d["ref_rank"]), ("arm", d["arm_rank"])) if r > 2]
-    where = f" ({', '.join(outside)}{'' if server else '; ids re-tokenized from text'})" if outside else ""
+    notes = [f"the {side}'s token is the target's #{r}" for side, r in
+             (("reference", d["ref_rank"]), ("arm", d["arm_rank"])) if r > 2]
+    if not server:   # a verdict on ids the server did not return says so, wherever it is read
+        notes.append("ids re-tokenized from text")
+    where = f" ({'; '.join(notes)})" if notes else ""
     if d["margin"] >= THRESHOLD:
         return FAILURE, f"margin {d['margin']:.3f} >= {THRESHOLD:g}{where}"
     return TIE, f"margin {d['margin']:.3f} < {THRESHOLD:g}{where}"

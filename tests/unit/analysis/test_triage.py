@@ -296,7 +296,7 @@ def test_text_only_records_are_split_as_a_greedy_server_would_have(planted):
     # with the server's ids the records say what was generated, and nothing is re-split
     req = requests([("ar", [0, 4, 0]), ("linear-b16", [0, 3, 0])], planted.prompt, SplitTokenizer())
     d = by_arm(tr.triage(fake_run(profile()), req, scorer=SplitScorer()))["linear-b16"]
-    assert (d.arm_text, d.verdict) == (")(", tr.FAILURE)
+    assert (d.arm_text, d.verdict) == (")(", tr.FAILURE) and "re-tokenized" not in d.why
 
 
 class LoopTokenizer(SplitTokenizer):
@@ -323,5 +323,5 @@ def test_both_sides_are_resplit_where_their_best_spelling_agrees(planted):
     req = requests([("ar", [0, 4, 0]), ("linear-b16", [0, 3, 0])], planted.prompt, LoopTokenizer(), ids=False)
     d = by_arm(tr.triage(fake_run(profile()), req, scorer=LoopScorer()))["linear-b16"]
     assert (d.position, d.ref_text, d.arm_text, d.ref_rank, d.arm_rank) == (2, '"', "(", 1, 2)
-    assert d.verdict == tr.TIE and d.margin == pytest.approx(0.1)
+    assert d.verdict == tr.TIE and d.margin == pytest.approx(0.1) and "ids re-tokenized from text" in d.why
     assert tr.retokenize('a)"a', [0], LoopScorer()) == [0, 1, 6, 0]
