@@ -10,7 +10,9 @@ linear"), this module
   1. finds the first differing output token: the records' output_token_ids where the server
      returned them, else both texts re-tokenized with the pair's tokenizer, each token the best-ranked
      one that spells the text on where the encoding is not the target's argmax (retokenize: generated
-     splits the tokenizer would not choose); the table says which;
+     splits the tokenizer would not choose); the table says which. Text fixes characters, not tokens:
+     where the re-tokenized difference is a failure, the near-tied split of the same characters up to
+     LOOKBACK positions before it, if any, is the divergence (earlier_split);
   2. re-scores the prompt (rendered by the reference engine's chat template code, as its server
      renders it) + the shared prefix with the target in fp32 on the CPU (the reference engine's
      own model code: it serves SGLang runs of our pair too), one forward per distinct reference
@@ -62,6 +64,9 @@ THRESHOLD_COMMAND = "python -m analysis.triage derive-threshold"
 THRESHOLD_SOURCE = (f"{100 * THRESHOLD_QUANTILE:.0f}th percentile of the fp32 top-1/top-2 logit gap over every "
                     f"position of the greedy continuations of {THRESHOLD_PROMPTS} by {THRESHOLD_MODEL} "
                     f"({THRESHOLD_TOKENS} tokens each, CPU)")
+# re-tokenized text: how many positions before its first difference a near-tied split of the same characters
+# is looked for (earlier_split)
+LOOKBACK = 4
 # a target larger than this is not re-scored on a CPU in fp32 (n/a, with the reason)
 MAX_TARGET_BYTES = 4 * 2**30
 
@@ -292,24 +297,10 @@ class _State:
         pos = first_difference(ref, arm)
         if pos is None:
             return None
-        s = self.score(prompt, ref)
-        tok = self.scorer.tokenizer
-        at = s["rows"][pos]  # logits predicting output token pos (pos == len(ref): the one after ref)
-        top1, top2 = (int(i) for i in np.argsort(-at, kind="stable")[:2])
-        gap = float(at[top1] - at[top2])
-        rank = lambda t: int((at > at[t]).sum()) + 1  # noqa: E731
-        r_tok = ref[pos] if pos < len(ref) else None
-        a_tok = arm[pos] if pos < len(arm) else None
-        chosen = [t for t in (r_tok, a_tok) if t is not None]
-        d = {"token_source": SERVER if server else RETOKENIZED, "position": pos, "ref_len": len(ref),
-             "arm_len": len(arm), "ref_token": r_tok, "arm_token": a_tok,
-             "ref_text": tok.decode([r_tok]) if r_tok is not None else "", "arm_text":
-             tok.decode([a_tok]) if a_tok is not None else "", "top1": top1, "top2": top2,
-             "top1_text": tok.decode([top1]), "top2_text": tok.decode([top2]), "gap": gap,
-             "margin": float(at[top1] - min(at[t] for t in chosen)) if len(chosen) == 2 else np.nan,
-             "ref_rank": rank(r_tok) if r_tok is not None else None,
-             "arm_rank": rank(a_tok) if a_tok is not None else None}
-        d["verdict"], d["why"] = classify(d, server)
+        rows = self.score(prompt, ref)["rows"]
+        d = judge(self.scorer.tokenizer, rows, ref, arm, pos, server)
+        if not server and d["verdict"] == FAILURE:
+            d = earlier_split(self.scorer.tokenizer, rows, ref, text, pos, len(arm)) or d
         return d
 
     def ensure_positions(self, ok: pd.DataFrame, ref_arms: list[str]) -> None:
@@ -324,6 +315,50 @@ class _State:
 
     def positions(self) -> np.ndarray:
         return np.concatenate(list(self.scored_refs.values())) if self.scored_refs else np.zeros(0)
+
+
+def judge(tok, rows: np.ndarray, ref: list[int], arm: list[int], pos: int, server: bool,
+          arm_len: int | None = None) -> dict:
+    """The divergence at output position pos (rows: the target's logits on the reference, row p predicting
+    output token p; pos == len(ref): the one after it), with its verdict."""
+    at = rows[pos]
+    top1, top2 = (int(i) for i in np.argsort(-at, kind="stable")[:2])
+    rank = lambda t: int((at > at[t]).sum()) + 1  # noqa: E731
+    r_tok = ref[pos] if pos < len(ref) else None
+    a_tok = arm[pos] if pos < len(arm) else None
+    chosen = [t for t in (r_tok, a_tok) if t is not None]
+    d = {"token_source": SERVER if server else RETOKENIZED, "position": pos, "ref_len": len(ref),
+         "arm_len": len(arm) if arm_len is None else arm_len, "ref_token": r_tok, "arm_token": a_tok,
+         "ref_text": tok.decode([r_tok]) if r_tok is not None else "", "arm_text":
+         tok.decode([a_tok]) if a_tok is not None else "", "top1": top1, "top2": top2,
+         "top1_text": tok.decode([top1]), "top2_text": tok.decode([top2]), "gap": float(at[top1] - at[top2]),
+         "margin": float(at[top1] - min(at[t] for t in chosen)) if len(chosen) == 2 else np.nan,
+         "ref_rank": rank(r_tok) if r_tok is not None else None,
+         "arm_rank": rank(a_tok) if a_tok is not None else None}
+    d["verdict"], d["why"] = classify(d, server)
+    return d
+
+
+def earlier_split(tok, rows: np.ndarray, ref: list[int], text: str, pos: int, arm_len: int,
+                  lookback: int = LOOKBACK, limit: int = 64) -> dict | None:
+    """Re-tokenized text fixes the characters, not the tokens: a server that took a near-tied token a few
+    positions before the re-tokenized difference writes the same text (ar's '\\n' then 'from' against an arm's
+    '\\n\\n' then '\\n' then 'class', 0.007 apart, re-tokenizes as '\\n' then '\\n' against 'from', 1.7
+    apart). The most favourable reading that the arm's text allows: at each of the `lookback` positions up to
+    pos, each of the target's `limit` best tokens other than the reference's that spells the arm's text on;
+    the divergence with the smallest margin, where it is a tie (None where none is)."""
+    best = None
+    for p in range(max(0, pos - lookback), min(pos, len(ref) - 1) + 1):
+        for t in np.argsort(-rows[p], kind="stable")[:limit]:
+            t = int(t)
+            if t == ref[p] or spells(tok, ref, p, text, t) is None:
+                continue
+            d = judge(tok, rows, ref, ref[:p] + [t], p, False, arm_len)
+            if d["verdict"] == TIE and (best is None or d["margin"] < best["margin"]):
+                best = d
+    if best is not None:
+        best["why"] += f"; split as the arm's text allows, {pos - best['position']} token(s) before the encoding's"
+    return best
 
 
 def classify(d: dict, server: bool) -> tuple[str, str]:

@@ -9,6 +9,14 @@ arm takes every place equally often): C users at once, each sending one request,
 (slots j*C .. j*C+C-1 of the closed-loop order, ddbench/loadtests.plan) to every arm of the round.
 A unit is over when its last request ends; the next arm's unit starts then.
 
+At a level with load.unit_s, a unit is a block of that many seconds instead: each user sends its
+requests back to back until the block's time is up (user u's k-th request of round j takes slot
+u + (j*BLOCK_STRIDE + k)*C, so every arm of a round starts from the same prompts and goes on through
+the same sequence), and the unit is over when the last of them ends. Its steady window, all C in
+flight, then runs to the first user's last end instead of the first request's end: at C=8 and 512
+tokens a speculative unit of one request per user spent about a third of its time in that window,
+and which request ended first, decided by a few tokens of acceptance, decided the window.
+
 Each arm's requests of the stretch go to its own cell directory with their round number, and its
 status.json gives `busy_ns`, the sum of its units' lengths: the arm's throughput is its tokens over
 its own units' steady windows (analysis/estimate/rounds.py), not over the stretch, which the other arms share. The first
@@ -42,6 +50,7 @@ from loadtests.recorder import RecordFile, worker_name
 from loadtests.sse import EventParser
 
 TIMEOUT_S = 600.0   # a long generation is slow, not dead
+BLOCK_STRIDE = 16   # a block's requests per user before its slots run into the next round's
 
 
 @dataclass(frozen=True)
@@ -111,13 +120,31 @@ def _request(client: httpx.Client, t: Target, load: Load, prompt, slot: int, *, 
         **raw)
 
 
+def block_slot(user: int, round_: int, k: int, users: int) -> int:
+    """The slot of user u's k-th request in a block of round j."""
+    return plan.closed_loop_slot(user, round_ * BLOCK_STRIDE + k, users)
+
+
 def _unit(pool: ThreadPoolExecutor, client: httpx.Client, t: Target, load: Load, order: list, *, concurrency: int,
           repetition: int, round_: int, warmup: bool) -> list[RequestRecord]:
-    """One arm's unit of round j: its C users at once, user u sending closed-loop slot u + j*C's prompt."""
-    slots = [plan.closed_loop_slot(u, round_, concurrency) for u in range(concurrency)]
-    return list(pool.map(lambda u: _request(client, t, load, order[slots[u] % len(order)], slots[u],
-                                            concurrency=concurrency, repetition=repetition, round_=round_, user=u,
-                                            warmup=warmup), range(concurrency)))
+    """One arm's unit of round j: its C users at once, user u sending closed-loop slot u + j*C's prompt, or in a
+    block (load.unit_s at C) sending on back to back until the block's seconds are up."""
+    seconds = load.unit_seconds(concurrency)
+    deadline = time.perf_counter() + (seconds or 0.0)
+
+    def send(u: int, slot: int) -> RequestRecord:
+        return _request(client, t, load, order[slot % len(order)], slot, concurrency=concurrency,
+                        repetition=repetition, round_=round_, user=u, warmup=warmup)
+
+    def user(u: int) -> list[RequestRecord]:
+        if seconds is None:
+            return [send(u, plan.closed_loop_slot(u, round_, concurrency))]
+        out = [send(u, block_slot(u, round_, 0, concurrency))]
+        while time.perf_counter() < deadline:
+            out.append(send(u, block_slot(u, round_, len(out), concurrency)))
+        return out
+
+    return [r for rs in pool.map(user, range(concurrency)) for r in rs]
 
 
 def run_stretch(targets: list[Target], load: Load, *, concurrency: int, repetition: int,

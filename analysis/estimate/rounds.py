@@ -1,14 +1,15 @@
 """Ratios from the rounds schedule: arm X over arm Y, paired round by round, with a block bootstrap.
 
 In a rounds run (ddbench/core/schedule.py 'rounds', loadtests/rounds.py) every arm serves one unit per round:
-C requests at once, the same prompts for every arm of the round. A unit's throughput is counted in its
-steady window: from its first send until its first request ends, while all C requests are in flight,
-over the tokens that arrived inside it (`steady`). At C=1 that is the whole request. At C>1 a
-speculative unit's requests end at different times, and the tail in which fewer than C remain is a
-batch running below C: counting it would measure a synchronous batch, not load at C (on the twin,
-linear / AR at C=8 read 0.81 over whole units against 1.76 over steady windows). The ratio of X over
-Y at C is the ratio of the two arms' pooled throughputs, Σ tokens / Σ window, over the rounds both
-arms completed.
+C users at once, each sending one request or, in a block (load.unit_s), requests back to back for the
+block's seconds, the same prompts for every arm of the round. A unit's throughput is counted in its
+steady window: from its first send until the first user's last request ends, while all C users have a
+request in flight, over the tokens that arrived inside it (`steady`). At C=1 with one request that is
+the whole request. At C>1 a speculative unit's requests end at different times, and the tail in which
+fewer than C remain is a batch running below C: counting it would measure a synchronous batch, not
+load at C (on the twin, linear / AR at C=8 read 0.81 over whole units against 1.76 over steady
+windows). The ratio of X over Y at C is the ratio of the two arms' pooled throughputs, Σ tokens /
+Σ window, over the rounds both arms completed.
 
 Its interval comes from the sequence of rounds in time order (repetition, then round). A server drifts
 through states of seconds, so consecutive rounds are correlated and an iid bootstrap over rounds would
@@ -21,7 +22,8 @@ is a little short, and the repetition-pair interval beside it is the conservativ
 
 Round j sends the same prompts in every repetition (loadtests/plan.py), so the prompt set is fixed and
 its mix is no source of error: a tree gains more on some prompts than on others, and a bootstrap that
-resamples whole rounds would count that spread as noise. When every round's prompts recur (method
+resamples whole rounds would count that spread as noise. A round's prompts are those its users open
+with (a block goes on through a sequence fixed by them). When every round's prompts recur (method
 'stratified'), the bootstrap resamples each round's share of the log ratio (its linearised influence:
 tokens and time of both arms over their totals) less the mean share of the rounds with the same prompts,
 scaled by √(m/(m-1)) for m such rounds; the point stays the pooled ratio. Otherwise (method 'pooled')
@@ -56,17 +58,20 @@ def _measured(req: pd.DataFrame) -> pd.Series:
 def steady(req: pd.DataFrame, chunks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per request of a rounds run (req: per_request()'s rows, chunks: ingest's): the share of its tokens that
     arrived inside its unit's steady window, and that window's length in seconds (first send of the unit's
-    measured, finished requests to the first end among them). A chunk's tokens are the server's count where
-    every chunk of the request has one, else its share of the text's characters (at T=0 every arm writes the
-    same text, so the same share of it stands for the same tokens in each arm). 1 and NaN outside rounds."""
+    measured, finished requests to the earliest among its users' last ends). A chunk's tokens are the server's
+    count where every chunk of the request has one, else its share of the text's characters (at T=0 every arm
+    writes the same text, so the same share of it stands for the same tokens in each arm). 1 and NaN outside
+    rounds."""
     n = len(req)
     frac, window = np.ones(n), np.full(n, np.nan)
     if "round" not in req or req["round"].isna().all():
         return frac, window
     live = _measured(req).to_numpy()
     rows = np.flatnonzero(live)
-    g = req.iloc[rows].groupby(UNIT, observed=True)
-    start, end = g["send_ns"].transform("min").to_numpy(float), g["end_ns"].transform("min").to_numpy(float)
+    sub = _with_users(req.iloc[rows])
+    last = sub.groupby(UNIT + ["user"], observed=True)["end_ns"].transform("max")
+    start = sub.groupby(UNIT, observed=True)["send_ns"].transform("min").to_numpy(float)
+    end = last.groupby([sub[c] for c in UNIT], observed=True).transform("min").to_numpy(float)
     window[rows] = (end - start) / 1e9
     close = np.full(n, np.nan)
     close[rows] = end
@@ -83,21 +88,30 @@ def steady(req: pd.DataFrame, chunks: pd.DataFrame) -> tuple[np.ndarray, np.ndar
     return frac, window
 
 
+def _with_users(r: pd.DataFrame) -> pd.DataFrame:
+    """r with a user for every request: records without one count as a user each (one request per user)."""
+    user = r["user"] if "user" in r else pd.Series(np.nan, index=r.index)
+    own = pd.Series(-1 - np.arange(len(r)), index=r.index, dtype=float)
+    return r.assign(user=user.astype(float).fillna(own))
+
+
 def units(req: pd.DataFrame) -> pd.DataFrame:
     """One row per (arm, C, repetition, round) of the measured, finished requests of a rounds run: the tokens
     inside its steady window and the window's length in seconds (req: with steady()'s `steady_frac` and
-    `unit_s`), and its prompts (sorted ids, '|'-joined; '' where the records carry none). Empty for a run of
-    whole cells."""
+    `unit_s`), and its prompts (the sorted ids its users opened with, '|'-joined; '' where the records carry
+    none). Empty for a run of whole cells."""
     if "round" not in req or req["round"].isna().all():
         return pd.DataFrame(columns=["arm", "concurrency", "repetition", "round", "tokens", "unit_s", "requests",
                                      "prompts"])
     r = req[_measured(req)]
     if "prompt_id" not in r:
         r = r.assign(prompt_id="")
-    r = r.assign(steady_tokens=r["n_tokens"] * r["steady_frac"])
+    r = _with_users(r)
+    opening = r["send_ns"] == r.groupby(UNIT + ["user"], observed=True)["send_ns"].transform("min")
+    r = r.assign(steady_tokens=r["n_tokens"] * r["steady_frac"], opening=r["prompt_id"].where(opening))
     g = r.groupby(UNIT, observed=True)
     out = g.agg(tokens=("steady_tokens", "sum"), unit_s=("unit_s", "first"), requests=("n_tokens", "size"),
-                prompts=("prompt_id", lambda p: "|".join(sorted(map(str, p))))).reset_index()
+                prompts=("opening", lambda p: "|".join(sorted(map(str, p.dropna()))))).reset_index()
     out["arm"] = out["arm"].astype(str)
     return out
 

@@ -502,6 +502,13 @@ class Load(Strict):
         None, description="measured requests per user: one number, or one per concurrency level "
                                 "(longer cells where a level's cells are short)")
     duration_s: float | None = Field(None, gt=0, description="cell length in seconds, instead of requests_per_user")
+    # left out of the dump when unset, so that runs recorded before the field existed keep their digests
+    unit_s: Annotated[float, Field(gt=0)] | dict[int, Annotated[float, Field(gt=0)]] | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="schedule 'rounds': a unit at these levels is a block of this many seconds in which each of "
+                    "the C users sends its requests back to back, instead of one request per user; one number, "
+                    "or one per concurrency level (levels left out keep one request per user). At C > 1 a "
+                    "unit's steady window (all C in flight) then spans the block, not the time to the first end")
     repetitions: int = Field(1, ge=1, description="times every cell runs, interleaved across arms")
     # a run control, not a condition of any cell: left out of the digest (Profile.digest), so that a run
     # resumed under another budget is the same experiment
@@ -549,8 +556,14 @@ class Load(Strict):
             raise ValueError("budget_s stops a sweep between whole repetitions, and schedule 'arm-major' runs "
                              "every repetition of one arm before the next arm: choose one")
         if self.schedule == "rounds" and (self.mode != "closed" or self.requests_per_user is None):
-            raise ValueError("schedule 'rounds' runs closed-loop units of one request per user: it needs mode "
-                             "'closed' and requests_per_user (the measured rounds of a stretch), not duration_s")
+            raise ValueError("schedule 'rounds' runs closed-loop units (one request per user, or blocks of unit_s): "
+                             "it needs mode 'closed' and requests_per_user (the measured rounds of a stretch), "
+                             "not duration_s")
+        if self.unit_s is not None and self.schedule != "rounds":
+            raise ValueError("load.unit_s sets the length of a rounds unit: it needs schedule 'rounds'")
+        if isinstance(self.unit_s, dict) and not set(self.unit_s) <= set(self.concurrency):
+            raise ValueError(f"load.unit_s gives levels {sorted(self.unit_s)} that the plan does not run "
+                             f"({sorted(self.concurrency)})")
         if len(set(self.concurrency)) != len(self.concurrency):
             raise ValueError(f"concurrency levels repeat: {self.concurrency}")
         if self.warmup_until_stable is not None and not self.warmup_s:
@@ -559,6 +572,11 @@ class Load(Strict):
             raise ValueError(f"requests_per_user gives levels {sorted(self.requests_per_user)}, the plan runs "
                              f"{sorted(self.concurrency)}: give one number, or one per level")
         return self
+
+    def unit_seconds(self, concurrency: int) -> float | None:
+        """A rounds unit's length at this level (None: one request per user)."""
+        n = self.unit_s
+        return n.get(concurrency) if isinstance(n, dict) else n
 
     def per_user(self, concurrency: int) -> int | None:
         """Measured requests each user sends at this level (None: the cell runs for duration_s)."""

@@ -52,3 +52,36 @@ def test_a_stretch_interleaves_units_and_times_each_arm_on_its_own(null_server, 
     # the slower server's busy time is the longer, in proportion to its chunk gap
     assert statuses["slow"].busy_ns > 1.8 * statuses["fast"].busy_ns
     assert json.loads((tmp_path / "fast" / "status.json").read_text())["busy_ns"] == statuses["fast"].busy_ns
+
+
+def test_a_block_unit_keeps_each_user_sending_for_its_seconds(null_server, tmp_path):
+    from loadtests.rounds import block_slot
+    fast, slow = null_server(ttft_ms=5, itl_ms=2, tokens=16), null_server(ttft_ms=5, itl_ms=8, tokens=16)
+    work = Workload(prompt_set="loadtests/prompts/study5.jsonl", max_tokens=16)
+    load = Load(concurrency=[2], requests_per_user=2, warmup_requests=0, schedule="rounds", unit_s={2: 0.6})
+    targets = [Target("fast", fast.url, tmp_path / "fast", work, "null-model"),
+               Target("slow", slow.url, tmp_path / "slow", work, "null-model")]
+    statuses = run_stretch(targets, load, concurrency=2, repetition=1)
+    recs = {t.arm: [RequestRecord.model_validate_json(line) for f in record_files(t.cell_dir)
+                    for line in f.read_text().splitlines()] for t in targets}
+    for arm, rs in recs.items():
+        assert statuses[arm].status == "ok" and statuses[arm].requests == len(rs)
+        for j in (0, 1):
+            for u in (0, 1):
+                mine = sorted((r for r in rs if r.round == j and r.user == u), key=lambda r: r.send_ns)
+                # back to back, the last one sent before the block's 0.6 s were up
+                assert len(mine) >= 2
+                assert all(b.send_ns >= a.end_ns for a, b in zip(mine, mine[1:], strict=False))
+                first = min(r.send_ns for r in rs if r.round == j)
+                assert mine[-1].send_ns - first < 0.6e9 <= mine[-1].end_ns - first
+    # the faster server gets through more requests in the same seconds, along the same prompt sequence
+    assert len(recs["fast"]) > 1.5 * len(recs["slow"])
+    def sequence(arm, j, u):
+        return [r.prompt_id for r in sorted((r for r in recs[arm] if r.round == j and r.user == u),
+                                            key=lambda r: r.send_ns)]
+    for j in (0, 1):
+        for u in (0, 1):
+            slow = sequence("slow", j, u)
+            assert sequence("fast", j, u)[:len(slow)] == slow
+    assert sequence("fast", 0, 0)[0] != sequence("fast", 1, 0)[0]   # each round opens with its own prompts
+    assert block_slot(1, 1, 2, 2) == 1 + (16 + 2) * 2

@@ -155,3 +155,19 @@ def test_a_round_s_prompts_name_the_unit():
                         "prompt_id": pd.Categorical(["q2", "q1"])})
     chunks = pd.DataFrame({"req": [0, 1], "t_ns": [1e9, 2e9], "tokens": np.nan, "chars": [1, 1]})
     assert rounds.units(with_steady(req, chunks)).iloc[0]["prompts"] == "q1|q2"
+
+
+def test_in_a_block_the_steady_window_runs_to_the_first_user_s_last_end():
+    # a block of two users sending back to back: user 0 ends its last request at 2.5 s, user 1 at 4 s, so all
+    # both are in flight until 2.5 s; user 1's last request (2-4 s) has half its characters inside by then
+    req = pd.DataFrame({"arm": "a", "concurrency": 2, "repetition": 1, "round": 0, "ok": True, "warmup": False,
+                        "user": [0, 0, 1, 1], "n_tokens": [8.0, 8.0, 8.0, 8.0], "send_ns": [0, 1e9, 0, 2e9],
+                        "end_ns": [1e9, 2.5e9, 2e9, 4e9], "prompt_id": ["p0", "p2", "p1", "p3"]})
+    chunks = pd.DataFrame({"req": [0, 1, 2, 3, 3], "t_ns": [1e9, 2.5e9, 2e9, 2.4e9, 4e9], "tokens": np.nan,
+                           "chars": [4, 4, 4, 2, 2]})
+    frac, window = rounds.steady(req, chunks)
+    assert window == pytest.approx([2.5] * 4) and frac == pytest.approx([1, 1, 1, 0.5])
+    u = rounds.units(req.assign(steady_frac=frac, unit_s=window))
+    assert u.iloc[0]["tokens"] == pytest.approx(28) and u.iloc[0]["requests"] == 4
+    # the round is named by the prompts its users opened with, whatever each went on to
+    assert u.iloc[0]["prompts"] == "p0|p1"

@@ -325,3 +325,38 @@ def test_both_sides_are_resplit_where_their_best_spelling_agrees(planted):
     assert (d.position, d.ref_text, d.arm_text, d.ref_rank, d.arm_rank) == (2, '"', "(", 1, 2)
     assert d.verdict == tr.TIE and d.margin == pytest.approx(0.1) and "ids re-tokenized from text" in d.why
     assert tr.retokenize('a)"a', [0], LoopScorer()) == [0, 1, 6, 0]
+
+
+class NewlineTokenizer(SplitTokenizer):
+    pieces = ["s", "\n", "\n\n", "f", "c"]
+
+
+class NewlineScorer:
+    """After 's' the target prefers '\\n' over '\\n\\n' by `split` logits; after 's\\n' it prefers 'f' over '\\n'
+    by 1.73."""
+
+    tokenizer = NewlineTokenizer()
+
+    def __init__(self, split: float):
+        self.split = split
+
+    def score(self, prompt, out) -> dict:
+        rows = np.zeros((len(out) + 1, len(NewlineTokenizer.pieces)))
+        rows[:, 0] = 10.0
+        rows[1] = [0.0, 10.0, 10.0 - self.split, 0.0, 0.0]
+        rows[2] = [0.0, 8.27, 0.0, 10.0, 0.0]
+        return {"rows": rows, "gaps": np.full(len(out), 5.0)}
+
+
+@pytest.mark.parametrize("split, verdict", [(0.007, tr.TIE), (5.0, tr.FAILURE)])
+def test_a_near_tied_split_a_token_earlier_explains_re_tokenized_text(planted, split, verdict):
+    # ar wrote 's\nf'; the arm took '\n\n' after 's' (0.007 behind '\n') and wrote 's\n\n\nc'. Re-split greedily,
+    # its text reads '\n' then '\n' against 'f', 1.73 apart; the text allows the near-tie one token earlier
+    req = requests([("ar", [0, 1, 3]), ("linear-b16", [0, 2, 1, 4])], planted.prompt, NewlineTokenizer(), ids=False)
+    d = by_arm(tr.triage(fake_run(profile()), req, scorer=NewlineScorer(split)))["linear-b16"]
+    assert d.verdict == verdict
+    if verdict == tr.TIE:
+        assert (d.position, d.ref_text, d.arm_text) == (1, "\n", "\n\n") and d.margin == pytest.approx(0.007)
+        assert "split as the arm's text allows, 1 token(s) before" in d.why
+    else:   # no near-tied split of the same characters: the re-tokenized difference stands
+        assert (d.position, d.ref_text, d.arm_text) == (2, "f", "\n") and d.margin == pytest.approx(1.73)
