@@ -20,7 +20,7 @@ from ddbench.core.results import TABLES, write_bytes_atomic
 BOOTSTRAP = 1000
 SLIM = ["arm", "concurrency", "repetition", "warmup", "ok", "in_window", "category", "max_tokens", "temperature",
         "send_ns", "intended_send_ns", "end_ns", "n_tokens", "ttft_s", "e2e_s", "tpot_s", "tokens_per_chunk",
-        "output_rate", "verify_steps", "tau", "completion_tokens", "spec_verify_ct", "round", "prompt_id",
+        "output_rate", "verify_steps", "tau", "completion_tokens", "spec_verify_ct", "round", "user", "prompt_id",
         "steady_frac", "unit_s"]
 
 

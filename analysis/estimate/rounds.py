@@ -48,6 +48,8 @@ COLUMNS = ["arm", "baseline", "concurrency", "rounds", "block", "df", "speedup",
 
 
 UNIT = ["arm", "concurrency", "repetition", "round"]
+# the per-request columns units() reads: a caller that slims the requests frame keeps these
+READS = UNIT + ["user", "prompt_id", "ok", "warmup", "send_ns", "end_ns", "n_tokens", "steady_frac", "unit_s"]
 
 
 def _measured(req: pd.DataFrame) -> pd.Series:

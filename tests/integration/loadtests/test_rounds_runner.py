@@ -17,15 +17,20 @@ def test_rotation_puts_every_arm_in_every_place():
         assert sorted(o[place] for o in orders) == arms
 
 
-def test_a_stretch_interleaves_units_and_times_each_arm_on_its_own(null_server, tmp_path):
-    fast, slow = null_server(ttft_ms=5, itl_ms=2, tokens=16), null_server(ttft_ms=5, itl_ms=6, tokens=16)
+def stretch(null_server, tmp_path, slow_itl_ms: int, load: Load):
+    """One stretch at C=2 of a fast (2 ms a chunk) and a slow null server: the statuses and each arm's records."""
+    fast, slow = null_server(ttft_ms=5, itl_ms=2, tokens=16), null_server(ttft_ms=5, itl_ms=slow_itl_ms, tokens=16)
     work = Workload(prompt_set="loadtests/prompts/study5.jsonl", max_tokens=16)
-    load = Load(concurrency=[2], requests_per_user=3, warmup_requests=1, schedule="rounds")
     targets = [Target("fast", fast.url, tmp_path / "fast", work, "null-model"),
                Target("slow", slow.url, tmp_path / "slow", work, "null-model")]
     statuses = run_stretch(targets, load, concurrency=2, repetition=1)
-    recs = {t.arm: [RequestRecord.model_validate_json(line) for f in record_files(t.cell_dir)
-                    for line in f.read_text().splitlines()] for t in targets}
+    return statuses, {t.arm: [RequestRecord.model_validate_json(line) for f in record_files(t.cell_dir)
+                              for line in f.read_text().splitlines()] for t in targets}
+
+
+def test_a_stretch_interleaves_units_and_times_each_arm_on_its_own(null_server, tmp_path):
+    statuses, recs = stretch(null_server, tmp_path, 6,
+                             Load(concurrency=[2], requests_per_user=3, warmup_requests=1, schedule="rounds"))
     for arm, rs in recs.items():
         assert len(rs) == 2 * 4 and sorted({r.round for r in rs}) == [0, 1, 2, 3]
         assert [r.warmup for r in rs if r.round == 0] == [True, True]
@@ -56,14 +61,8 @@ def test_a_stretch_interleaves_units_and_times_each_arm_on_its_own(null_server, 
 
 def test_a_block_unit_keeps_each_user_sending_for_its_seconds(null_server, tmp_path):
     from loadtests.rounds import block_slot
-    fast, slow = null_server(ttft_ms=5, itl_ms=2, tokens=16), null_server(ttft_ms=5, itl_ms=8, tokens=16)
-    work = Workload(prompt_set="loadtests/prompts/study5.jsonl", max_tokens=16)
-    load = Load(concurrency=[2], requests_per_user=2, warmup_requests=0, schedule="rounds", unit_s={2: 0.6})
-    targets = [Target("fast", fast.url, tmp_path / "fast", work, "null-model"),
-               Target("slow", slow.url, tmp_path / "slow", work, "null-model")]
-    statuses = run_stretch(targets, load, concurrency=2, repetition=1)
-    recs = {t.arm: [RequestRecord.model_validate_json(line) for f in record_files(t.cell_dir)
-                    for line in f.read_text().splitlines()] for t in targets}
+    statuses, recs = stretch(null_server, tmp_path, 8, Load(concurrency=[2], requests_per_user=2, warmup_requests=0,
+                                                            schedule="rounds", unit_s={2: 0.6}))
     for arm, rs in recs.items():
         assert statuses[arm].status == "ok" and statuses[arm].requests == len(rs)
         for j in (0, 1):

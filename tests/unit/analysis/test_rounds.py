@@ -171,3 +171,10 @@ def test_in_a_block_the_steady_window_runs_to_the_first_user_s_last_end():
     assert u.iloc[0]["tokens"] == pytest.approx(28) and u.iloc[0]["requests"] == 4
     # the round is named by the prompts its users opened with, whatever each went on to
     assert u.iloc[0]["prompts"] == "p0|p1"
+
+
+def test_the_analysis_keeps_every_column_the_rounds_estimate_reads():
+    # without its users a block's round is named by every prompt it sent, which differ between repetitions,
+    # and the prompt-stratified bootstrap silently falls back to the pooled one
+    from analysis import analyze
+    assert set(rounds.READS) <= set(analyze.SLIM)
