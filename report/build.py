@@ -66,6 +66,12 @@ def workload_notes(w) -> list[str]:
     return [RANDOM_CAVEAT] if any(is_random_source(s) for s in sources(w.prompt_set)) else []
 
 
+def rounds_units(load) -> str:
+    """What a rounds unit is at each level: one request per user, or a block of load.unit_s seconds."""
+    return "; ".join(f"C={c}: " + (f"a {load.unit_seconds(c):g} s block, each user sending back to back"
+                                   if load.unit_seconds(c) else "one request per user") for c in load.concurrency)
+
+
 def rec(v):
     return "not recorded" if v in (None, "", []) else v
 
@@ -124,7 +130,8 @@ def context(a: Analysis, figs: dict[str, Path], omitted: dict[str, str] | None =
         "omitted": {k: Markup(escape(v)) for k, v in (omitted or {}).items()}, "front": front.context(a),
         "checks_summary": tables.checks_summary(a.checks),
         "acceptance": tables.acceptance(a), "decomposition": tables.decomposition(a),
-        "gpu_busy": tables.gpu_busy(a), "rounds": tables.rounds(a), "gpu_time": tables.gpu_time(a),
+        "gpu_busy": tables.gpu_busy(a), "rounds": tables.rounds(a), "rounds_units": rounds_units(p.load),
+        "gpu_time": tables.gpu_time(a),
         "host_profile": tables.host_profile(a), "rate_wins": tables.rate_wins(a),
         "goodput": tables.goodput(a), "warmups": tables.warmups(a), "prefill": tables.prefill(a),
         "tau_concurrency": {"note": summary.tau_across_concurrency(a),
