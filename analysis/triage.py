@@ -347,18 +347,22 @@ def earlier_split(tok, rows: np.ndarray, ref: list[int], text: str, pos: int, ar
     apart). The most favourable reading that the arm's text allows: at each of the `lookback` positions up to
     pos, each of the target's `limit` best tokens other than the reference's that spells the arm's text on;
     the divergence with the smallest margin, where it is a tie (None where none is)."""
-    best = None
+    best = None   # (margin, position, token)
     for p in range(max(0, pos - lookback), min(pos, len(ref) - 1) + 1):
-        for t in np.argsort(-rows[p], kind="stable")[:limit]:
+        at = rows[p]
+        for t in np.argsort(-at, kind="stable")[:limit]:
             t = int(t)
             if t == ref[p] or spells(tok, ref, p, text, t) is None:
                 continue
-            d = judge(tok, rows, ref, ref[:p] + [t], p, False, arm_len)
-            if d["verdict"] == TIE and (best is None or d["margin"] < best["margin"]):
-                best = d
-    if best is not None:
-        best["why"] += f"; split as the arm's text allows, {pos - best['position']} token(s) before the encoding's"
-    return best
+            margin = float(at.max() - min(at[ref[p]], at[t]))   # judge's margin, without its decoding
+            if margin < THRESHOLD and (best is None or margin < best[0]):
+                best = (margin, p, t)
+    if best is None:
+        return None
+    _, p, t = best
+    d = judge(tok, rows, ref, ref[:p] + [t], p, False, arm_len)
+    d["why"] += f"; split as the arm's text allows, {pos - p} token(s) before the encoding's"
+    return d
 
 
 def classify(d: dict, server: bool) -> tuple[str, str]:

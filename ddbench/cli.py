@@ -106,16 +106,16 @@ def plan_text(profile, source: str, overrides: list[str] | tuple[str, ...] = ())
              "  sampling " + "; ".join(s.text for s in wl.settings())
              + (" (each arm measured under each: <arm>@<label>)" if len(wl.settings()) > 1 else "")]
     measured_arms = profile.measured_arms()
-    if load.requests_per_user is not None:
+    blocks = [c for c in load.concurrency if load.unit_seconds(c)]
+    if blocks:   # a block's users send as many requests as its seconds hold: no count to give
+        requests = ("rounds of one request per user, except blocks of "
+                    + ", ".join(f"{load.unit_seconds(c):g} s at C={c}" for c in blocks)
+                    + f" (units per stretch: {', '.join(f'C={c}: {load.per_user(c)}' for c in load.concurrency)})")
+    elif load.requests_per_user is not None:
         per_rep = sum(c * (load.warmup_requests + load.per_user(c)) for c in load.concurrency)
         measured = sum(c * load.per_user(c) for c in load.concurrency)
         requests = (f"{per_rep * load.repetitions * len(measured_arms)} requests in total "
                     f"({measured * load.repetitions * len(measured_arms)} measured)")
-        blocks = [c for c in load.concurrency if load.unit_seconds(c)]
-        if blocks:   # a block's users send as many requests as its seconds hold
-            requests = ("rounds of one request per user, except blocks of "
-                        + ", ".join(f"{load.unit_seconds(c):g} s at C={c}" for c in blocks)
-                        + f" (units per stretch: {', '.join(f'C={c}: {load.per_user(c)}' for c in load.concurrency)})")
     else:
         requests = f"{load.duration_s:g} s per cell after {load.warmup_requests} warmup requests per user"
     rates = load.rates()
