@@ -14,8 +14,21 @@ def analysis(device="cuda", twin=True):
                              "speedup": [3.07, 2.41]})
     models = {"twin": {"shape": "qwen3-8b", "numbers": vars(SHAPES["qwen3-8b"])}} if twin else {}
     manifest = SimpleNamespace(models=models, host=SimpleNamespace(gpus=[{"name": "NVIDIA H200"}]))
-    profile = SimpleNamespace(placement=SimpleNamespace(device=device), runtime=SimpleNamespace(dtype="bfloat16"))
+    profile = SimpleNamespace(placement=SimpleNamespace(device=device), runtime=SimpleNamespace(dtype="bfloat16"),
+                              arm=lambda x: SimpleNamespace(ablation=None))
     return SimpleNamespace(cells=cells, speedups=speedups, run=SimpleNamespace(manifest=manifest, profile=profile))
+
+
+def with_ablation(a):
+    """An ar-no-overlap arm beside: slower steps at C=1, and linear-b16 over it listed before its deployable row."""
+    extra = pd.DataFrame({"arm": ["ar-no-overlap"], "kind": ["ar"], "concurrency": [1], "status": "ok",
+                          "step_time_s": [0.009], "tau": [1.0]})
+    a.cells = pd.concat([a.cells, extra], ignore_index=True)
+    a.speedups = pd.concat([pd.DataFrame({"arm": ["linear-b16"], "baseline_kind": ["ar"], "concurrency": [1],
+                                          "speedup": [4.10], "ablation": [True]}),
+                            a.speedups.assign(ablation=False)], ignore_index=True)
+    a.run.profile.arm = lambda x: SimpleNamespace(ablation="overlap off" if x == "ar-no-overlap" else None)
+    return a
 
 
 def test_a_twin_run_states_its_bandwidth_share_and_the_papers():
@@ -30,6 +43,13 @@ def test_a_twin_run_states_its_bandwidth_share_and_the_papers():
                    ("SGLang PR 16818 (GSM8K, 2k tokens)", "DFLASH", "8", "2.79"),
                    ("SGLang PR 16818 (GSM8K, 2k tokens)", "DFLASH", "32", "1.66")]
     assert "7.52" in c["papers"] and "5.15" in c["papers"]
+
+
+def test_the_ablation_ar_is_neither_the_bandwidth_nor_the_baseline_beside_the_papers():
+    c = cost.context(with_ablation(analysis()))
+    assert "53\\% of the NVIDIA H200" in c["bandwidth"] and "(mean of 1 cells)" in c["bandwidth"]
+    row = next(r for r in c["papers"].splitlines() if r.startswith("this run&linear-{}b16&1&"))
+    assert "3.07" in row and "4.10" not in row
 
 
 def test_a_gpu_run_of_the_shipped_pair_gets_the_launch_bound_sentence_only():
