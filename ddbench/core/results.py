@@ -128,8 +128,9 @@ def record_files(cell: Path) -> list[Path]:
 
 
 # what `pack` gzips: the request records, the /metrics scrapes (SGLang's run to ~20 KB each), the
-# server logs and the telemetry; readers take either form (record_files, read_run_text)
-PACKED = ("requests-*.jsonl", "metrics-*.prom", SERVER_LOG, "telemetry.jsonl")
+# server logs, the telemetry and Locust's HTML view (~1 MB each, mostly its bundled script); readers take
+# either form (record_files, read_run_text)
+PACKED = ("requests-*.jsonl", "metrics-*.prom", SERVER_LOG, "telemetry.jsonl", "locust.html")
 
 
 def read_records(directory: str | Path) -> list[RequestRecord]:

@@ -128,6 +128,21 @@ def test_a_run_packed_then_resumed_keeps_both_slices_of_its_server_log(tmp_path)
     assert read_run_text(log) == "slice 1: fired up\nCache flushed successfully!\nslice 2: fired up\n"
 
 
+def test_pack_gzips_locusts_html_view_and_keeps_its_bytes(tmp_path):
+    import gzip
+
+    from ddbench.core.results import RunDir, pack
+
+    run = RunDir.create("p", root=tmp_path)
+    html = run.path / "ar" / "warmup" / "c1.1" / "locust.html"
+    html.parent.mkdir(parents=True)
+    page = "<html>" + "<script>var x = 1;</script>" * 4000 + "</html>"
+    html.write_text(page)
+    before, after = pack(run)
+    assert not html.exists() and gzip.decompress(html.with_name("locust.html.gz").read_bytes()).decode() == page
+    assert after < before / 10
+
+
 def test_git_state_names_the_sent_commit_when_the_copy_says_so(monkeypatch):
     from ddbench.core.manifest import git_state
     monkeypatch.delenv("DDBENCH_GIT_SHA", raising=False)
