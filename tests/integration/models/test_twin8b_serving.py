@@ -79,3 +79,45 @@ def test_each_arm_serves_the_twin_with_the_pairs_acceptance(backend, arm_id, ref
     if arm.kind != "ar":
         steps = after[prom.VERIFY_CALLS] - before.get(prom.VERIFY_CALLS, 0)
         assert generated / steps >= MIN_TAU, f"{backend} {arm_id}: tau {generated / steps:.2f}"
+
+
+def _gpu_gib() -> float:
+    import torch
+    return torch.cuda.get_device_properties(0).total_memory / 2**30 if torch.cuda.is_available() else 0.0
+
+
+def test_one_interleaved_round_per_arm_of_the_twin_on_sglang(refengine_servers, tmp_path):
+    """Every arm of the twin's SGLang profile up together, as the sweep brings them up (an 80 GB card holds the
+    H100 profile's three), then one rounds stretch at C=1 through the real runner: each arm answers the same
+    prompts in turn, no two units overlap, and each arm's cell holds its own records and metrics."""
+    if importlib.util.find_spec("sglang") is None:
+        pytest.skip("SGLang's bundles are not on PYTHONPATH: containers/h200/setup.sh harness sglang sglang-ddtree")
+    from loadtests.cell import probe
+    from loadtests.rounds import Target, run_stretch
+
+    profile = load_profile("h200-twin8b-sglang" if _gpu_gib() > 100 else "h100-twin8b-sglang")
+    profile = profile.model_copy(update={"runtime": profile.runtime.model_copy(update={"cuda_graphs": False})})
+    targets = []
+    for arm in profile.arms:
+        port = refengine_servers.free_port()
+        launch = server_command(profile, arm, port=port, python=sys.executable)
+        url = refengine_servers.launch(launch.argv + ["--disable-piecewise-cuda-graph"], port,
+                                       tmp_path / f"{arm.id}.log", env={**os.environ, **launch.env}, timeout=600)
+        work = profile.workload_for(arm.id).model_copy(update={"max_tokens": MAX_TOKENS})
+        targets.append(Target(arm.id, url, tmp_path / arm.id, work, probe(url)))
+    before = {t.arm: prom.parse(_get(t.url + "/metrics")) for t in targets}
+    load = profile.load.model_copy(update={"requests_per_user": 2, "warmup_requests": 0, "unit_s": None})
+    statuses = run_stretch(targets, load, concurrency=1, repetition=1)
+    recs = {t.arm: [json.loads(line) for f in sorted(t.cell_dir.glob("requests-*.jsonl"))
+                    for line in f.read_text().splitlines()] for t in targets}
+    for t in targets:
+        assert statuses[t.arm].status == "ok" and statuses[t.arm].requests == 2, statuses[t.arm]
+        assert [r["usage"]["completion_tokens"] for r in recs[t.arm]] == [MAX_TOKENS, MAX_TOKENS]
+        if profile.arm(t.arm).kind != "ar":
+            after = prom.parse(_get(t.url + "/metrics"))
+            steps = after[prom.VERIFY_CALLS] - before[t.arm].get(prom.VERIFY_CALLS, 0)
+            assert 2 * MAX_TOKENS / steps >= MIN_TAU, f"{t.arm}: tau {2 * MAX_TOKENS / steps:.2f}"
+    for j in (0, 1):   # the same prompt to every arm of a round
+        assert len({r["prompt_id"] for a in recs for r in recs[a] if r["round"] == j}) == 1
+    spans = sorted((r["send_ns"], r["end_ns"]) for a in recs for r in recs[a])
+    assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:], strict=False))
