@@ -20,11 +20,13 @@ def test_step_cost_reads_as_the_arms_step_over_the_references():
     assert str(tables.step_cost(cheaper)) == "$-$20\\% [$-$38 to +0]"
 
 
-def test_an_ablation_arm_is_shown_never_recommended_and_never_the_ar_reference():
+def _ablation_analysis(c: int = 1, models: dict | None = None):
+    """ar, the ablation ar-no-overlap and linear-b16 at one C; the ablation reports the highest throughput."""
     from types import SimpleNamespace
 
     import pandas as pd
 
+    from analysis import recommend
     from ddbench.core.profile import Profile
 
     profile = Profile.model_validate({
@@ -33,10 +35,10 @@ def test_an_ablation_arm_is_shown_never_recommended_and_never_the_ar_reference()
         "arms": [{"id": "ar", "kind": "ar"},
                  {"id": "ar-no-overlap", "kind": "ar", "overlap_scheduler": False, "ablation": "overlap held off"},
                  {"id": "linear-b16", "kind": "linear", "block_size": 16}],
-        "workload": {"prompt_set": "p.jsonl", "max_tokens": 8}, "load": {"concurrency": [1], "requests_per_user": 2}})
+        "workload": {"prompt_set": "p.jsonl", "max_tokens": 8}, "load": {"concurrency": [c], "requests_per_user": 2}})
 
     def row(arm, base, r, lo, hi, ablation):
-        return {"arm": arm, "baseline": base, "baseline_kind": "ar", "concurrency": 1, "speedup": r,
+        return {"arm": arm, "baseline": base, "baseline_kind": "ar", "concurrency": c, "speedup": r,
                 "speedup_lo": lo, "speedup_hi": hi, "verdict": "faster" if lo > 1 else "within noise",
                 "pairs": 4, "sign_p": 0.1, "mde": 0.05, "n_to_resolve": None, "ablation": ablation}
 
@@ -44,22 +46,36 @@ def test_an_ablation_arm_is_shown_never_recommended_and_never_the_ar_reference()
     speedups = pd.DataFrame([row("linear-b16", "ar-no-overlap", 2.6, 2.4, 2.8, True),
                              row("linear-b16", "ar", 2.0, 1.8, 2.2, False),
                              row("ar-no-overlap", "ar", 0.76, 0.74, 0.78, True)])
-    from analysis import recommend
-
-    # planted: the ablation arm reports the highest throughput of the group
-    summary = pd.DataFrame({"arm": ["ar", "ar-no-overlap", "linear-b16"], "concurrency": 1,
+    summary = pd.DataFrame({"arm": ["ar", "ar-no-overlap", "linear-b16"], "concurrency": c,
                             "throughput": [190.0, 400.0, 380.0]})
-    cells = pd.DataFrame([{"arm": x, "concurrency": 1, "repetition": r, "status": "ok"}
+    cells = pd.DataFrame([{"arm": x, "concurrency": c, "repetition": r, "status": "ok"}
                           for x in summary["arm"] for r in (1, 2, 3, 4)])
-    a = SimpleNamespace(run=SimpleNamespace(profile=profile), speedups=speedups, summary=summary, cells=cells,
+    a = SimpleNamespace(run=SimpleNamespace(profile=profile, manifest=SimpleNamespace(models=models or {})),
+                        speedups=speedups, summary=summary, cells=cells,
                         checks=pd.DataFrame(columns=["check", "scope", "status", "evidence"]),
                         kinds={x.id: x.kind for x in profile.arms})
     a.recommendation = recommend.recommendation(a)
+    return a
+
+
+def test_an_ablation_arm_is_shown_never_recommended_and_never_the_ar_reference():
+    a = _ablation_analysis()
     pick, sentence = front.recommend(a, front.groups(a)[0])
     assert pick == "linear-b16"
     assert "2.00$\\times$ AR" in str(sentence)
     assert "an ablation, never deployed: not recommended" in str(sentence).replace("-{}", "-")
     assert front._ar(a, "linear-b16", 1)["baseline"] == "ar"
+    assert "cheaper than a dense model" not in str(sentence)   # not a twin
+
+
+def test_a_twin_runs_wide_verifies_carry_its_discount_beside_the_recommendation():
+    twin = {"twin": {"shape": "qwen3-8b", "seed": 0}}
+    for c, said in ((8, False), (32, True)):   # 8 x 16 = 128 verify rows; 32 x 16 = 512
+        a = _ablation_analysis(c, twin)
+        _, sentence = front.recommend(a, front.groups(a)[0])
+        assert ("a verify of up to 512 rows runs up to about 5\\% cheaper" in str(sentence)) == said, sentence
+    _, plain = front.recommend(*(lambda a: (a, front.groups(a)[0]))(_ablation_analysis(32)))
+    assert "cheaper" not in str(plain)
 
 
 def _run_of(backend: dict, extra: dict | None = None, gpus=()):
