@@ -31,8 +31,8 @@ def run(throughput: dict, ratios: list, failed=(), reps=None):
                               "mde": 0.05, "n_to_resolve": None, "ablation": False,
                               "verdict": "faster" if lo > 1 else "slower" if hi < 1 else "within noise"}
                              for x, y, r, lo, hi in ratios])
-    a = SimpleNamespace(run=SimpleNamespace(profile=p), summary=summary, cells=cells, checks=checks,
-                        speedups=speedups, kinds={x["id"]: x["kind"] for x in ARMS})
+    a = SimpleNamespace(run=SimpleNamespace(profile=p, manifest=SimpleNamespace(models={})), summary=summary,
+                        cells=cells, checks=checks, speedups=speedups, kinds={x["id"]: x["kind"] for x in ARMS})
     a.recommendation = recommend.recommendation(a)
     return a
 
