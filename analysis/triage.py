@@ -317,6 +317,11 @@ class _State:
         return np.concatenate(list(self.scored_refs.values())) if self.scored_refs else np.zeros(0)
 
 
+def margin(at: np.ndarray, a: int, b: int) -> float:
+    """How far the lower of two chosen tokens lies below the target's top-1 logit (at: its logits there)."""
+    return float(at.max() - min(at[a], at[b]))
+
+
 def judge(tok, rows: np.ndarray, ref: list[int], arm: list[int], pos: int, server: bool,
           arm_len: int | None = None) -> dict:
     """The divergence at output position pos (rows: the target's logits on the reference, row p predicting
@@ -332,7 +337,7 @@ def judge(tok, rows: np.ndarray, ref: list[int], arm: list[int], pos: int, serve
          "ref_text": tok.decode([r_tok]) if r_tok is not None else "", "arm_text":
          tok.decode([a_tok]) if a_tok is not None else "", "top1": top1, "top2": top2,
          "top1_text": tok.decode([top1]), "top2_text": tok.decode([top2]), "gap": float(at[top1] - at[top2]),
-         "margin": float(at[top1] - min(at[t] for t in chosen)) if len(chosen) == 2 else np.nan,
+         "margin": margin(at, *chosen) if len(chosen) == 2 else np.nan,
          "ref_rank": rank(r_tok) if r_tok is not None else None,
          "arm_rank": rank(a_tok) if a_tok is not None else None}
     d["verdict"], d["why"] = classify(d, server)
@@ -354,9 +359,9 @@ def earlier_split(tok, rows: np.ndarray, ref: list[int], text: str, pos: int, ar
             t = int(t)
             if t == ref[p] or spells(tok, ref, p, text, t) is None:
                 continue
-            margin = float(at.max() - min(at[ref[p]], at[t]))   # judge's margin, without its decoding
-            if margin < THRESHOLD and (best is None or margin < best[0]):
-                best = (margin, p, t)
+            m = margin(at, ref[p], t)   # judge's, without its decoding
+            if m < THRESHOLD and (best is None or m < best[0]):
+                best = (m, p, t)
     if best is None:
         return None
     _, p, t = best

@@ -60,7 +60,7 @@ def fork_notes(profile: Profile, arm: Arm) -> list[str]:
         vocab = target_vocab(profile)
         k = min(arm.tree_budget, arm.tree_topk, vocab or arm.tree_topk)
         notes.append(f"effective DDTree: block {arm.block_size}, budget {arm.tree_budget}, top-k min(B, vocab "
-                     f"{vocab or '?'}, K {arm.tree_topk}) = {k}, verify width {arm.tree_budget + 1} tokens per request"
+                     f"{vocab or '?'}, K {arm.tree_topk}) = {k}, verify width {arm.verify_width} tokens per request"
                      + (" (a chain: it must take the linear arm's verify steps)" if k == 1 else ""))
     elif arm.kind == "linear":
         notes.append(f"effective DFLASH: block {arm.block_size}, a chain of {arm.block_size - 1} drafted tokens")

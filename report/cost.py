@@ -8,6 +8,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from analysis.diagnose.bandwidth import PAPERS, ar_bandwidth
+from report.front import ablated, is_ablation
 from report.tables import latex
 from report.tex import escape, num
 
@@ -22,14 +23,11 @@ def _gpu(a) -> str:
     return str(gpus[0].get("name", "")) if gpus and isinstance(gpus[0], dict) else ""
 
 
-def _deployable(a, cells: pd.DataFrame) -> pd.DataFrame:
-    """An ablation arm (ar-no-overlap) is never the AR a deployment runs: its steps stay out of the bandwidth."""
-    return cells[~cells["arm"].map(lambda x: bool(getattr(a.run.profile.arm(x), "ablation", None)))]
-
-
 def bandwidth(a) -> Markup | None:
     t = twin(a)
-    b = ar_bandwidth(_deployable(a, a.cells), t.get("numbers") if t else None, _gpu(a), a.run.profile.runtime.dtype)
+    # an ablation arm (ar-no-overlap) is never the AR a deployment runs: its steps stay out of the bandwidth
+    deployable = a.cells[~a.cells["arm"].map(lambda x: is_ablation(a, x))]
+    b = ar_bandwidth(deployable, t.get("numbers") if t else None, _gpu(a), a.run.profile.runtime.dtype)
     if b is None:
         return None
     share = (f"{num(100 * b['share'], 0)}\\% of the {escape(b['gpu'])}'s {num(b['peak_tb_s'], 2)} TB/s peak "
@@ -47,8 +45,8 @@ def papers(a) -> Markup:
     ok = cells[cells["status"] == "ok"]
     for (c, arm), g in ok.groupby(["concurrency", "arm"], sort=False):
         over = s[(s["arm"] == arm) & (s["baseline_kind"] == "ar") & (s["concurrency"] == c)]
-        if "ablation" in over and len(over) > 1:   # against deployable AR, not against the ablation beside it
-            over = over[~over["ablation"].fillna(False).astype(bool)]
+        if len(over) > 1:   # against deployable AR, not against the ablation beside it
+            over = over[~ablated(over)]
         ratio = num(over["speedup"].iloc[0]) if len(over) else Markup("1.00" if g["kind"].iloc[0] == "ar" else "--")
         rows.append({"source": Markup("this run"), "arm": Markup(escape(arm)), "C": int(c),
                      "$\\tau$": num(g["tau"].mean()), "over AR": ratio})

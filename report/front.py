@@ -83,18 +83,12 @@ def twin_text(m) -> str | None:
 DISCOUNT_ROWS = 256
 
 
-def verify_rows(arm, c: int) -> int:
-    """Target rows of one verify step at C: C times the arm's verify width (AR: one token a request)."""
-    width = 1 if arm.kind == "ar" else arm.block_size if arm.kind == "linear" else arm.tree_budget + 1
-    return c * width
-
-
 def twin_discount(a, g: dict) -> str:
     """For a twin run, at a level whose widest verify reaches DISCOUNT_ROWS: how much its verifies flatter the
     speculative arms over AR; otherwise nothing."""
     if twin(a.run.manifest) is None:
         return ""
-    rows = max((verify_rows(a.run.profile.arm(x), g["c"]) for x in g["rows"]["arm"]), default=0)
+    rows = g["c"] * max((a.run.profile.arm(x).verify_width for x in g["rows"]["arm"]), default=0)
     if rows < DISCOUNT_ROWS:
         return ""
     return (f" On the twin a verify of up to {rows} rows runs up to about 5\\% cheaper than a dense model's, so the "

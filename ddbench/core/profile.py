@@ -219,6 +219,12 @@ class Arm(Strict):
         return 1 if self.kind == "chain" else self.topk
 
     @property
+    def verify_width(self) -> int:
+        """Target tokens one verify step takes per request: 1 (AR), the block (linear), the root and the tree's
+        budget (chain, tree)."""
+        return {"ar": 1, "linear": self.block_size}.get(self.kind) or self.tree_budget + 1
+
+    @property
     def server(self) -> str:
         """The arm whose server this arm's cells run against (itself; a measured arm's base)."""
         return self.id

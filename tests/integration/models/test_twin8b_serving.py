@@ -92,6 +92,7 @@ def test_one_interleaved_round_per_arm_of_the_twin_on_sglang(refengine_servers, 
     prompts in turn, no two units overlap, and each arm's cell holds its own records and metrics."""
     if importlib.util.find_spec("sglang") is None:
         pytest.skip("SGLang's bundles are not on PYTHONPATH: containers/h200/setup.sh harness sglang sglang-ddtree")
+    from ddbench.core.results import read_records
     from loadtests.cell import probe
     from loadtests.rounds import Target, run_stretch
 
@@ -108,16 +109,15 @@ def test_one_interleaved_round_per_arm_of_the_twin_on_sglang(refengine_servers, 
     before = {t.arm: prom.parse(_get(t.url + "/metrics")) for t in targets}
     load = profile.load.model_copy(update={"requests_per_user": 2, "warmup_requests": 0, "unit_s": None})
     statuses = run_stretch(targets, load, concurrency=1, repetition=1)
-    recs = {t.arm: [json.loads(line) for f in sorted(t.cell_dir.glob("requests-*.jsonl"))
-                    for line in f.read_text().splitlines()] for t in targets}
+    recs = {t.arm: read_records(t.cell_dir) for t in targets}
     for t in targets:
         assert statuses[t.arm].status == "ok" and statuses[t.arm].requests == 2, statuses[t.arm]
-        assert [r["usage"]["completion_tokens"] for r in recs[t.arm]] == [MAX_TOKENS, MAX_TOKENS]
+        assert [r.usage.completion_tokens for r in recs[t.arm]] == [MAX_TOKENS, MAX_TOKENS]
         if profile.arm(t.arm).kind != "ar":
             after = prom.parse(_get(t.url + "/metrics"))
             steps = after[prom.VERIFY_CALLS] - before[t.arm].get(prom.VERIFY_CALLS, 0)
             assert 2 * MAX_TOKENS / steps >= MIN_TAU, f"{t.arm}: tau {2 * MAX_TOKENS / steps:.2f}"
     for j in (0, 1):   # the same prompt to every arm of a round
-        assert len({r["prompt_id"] for a in recs for r in recs[a] if r["round"] == j}) == 1
-    spans = sorted((r["send_ns"], r["end_ns"]) for a in recs for r in recs[a])
+        assert len({r.prompt_id for a in recs for r in recs[a] if r.round == j}) == 1
+    spans = sorted((r.send_ns, r.end_ns) for a in recs for r in recs[a])
     assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:], strict=False))
