@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from markupsafe import Markup
 
-from analysis.diagnose.bandwidth import PAPERS, ar_bandwidth
+from analysis.diagnose.bandwidth import PAPERS, ar_bandwidth, step_by_context
 from report.front import ablated, is_ablation
 from report.tables import latex
 from report.tex import escape, num
@@ -35,7 +35,20 @@ def bandwidth(a) -> Markup | None:
     return Markup(f"AR at C=1 reads {num(b['bytes'] / 1e9, 2)} GB of target weights a step (the shape's layers and "
                   f"LM head in {escape(a.run.profile.runtime.dtype)}; the embedding table is a lookup) in "
                   f"{num(1e3 * b['step_s'], 2)} ms (mean of {b['cells']} cells): {num(b['achieved_tb_s'], 2)} TB/s, "
-                  f"{share}.")
+                  f"{share}.") + _by_context(a, deployable)
+
+
+def _by_context(a, deployable: pd.DataFrame) -> Markup:
+    """How AR's step moves with the context, so that a reader can carry its tokens/s to other reply lengths."""
+    arms = sorted(deployable.loc[deployable["kind"] == "ar", "arm"].unique())
+    steps = step_by_context(a.run.log, arms)
+    if len(steps) < 2:
+        return Markup("")
+    first, last = steps.iloc[0], steps.iloc[-1]
+    return Markup(f" Its step grows with the context the attention reads: {num(first['step_ms'], 2)} ms below "
+                  f"{int(first['hi'])} tokens, {num(last['step_ms'], 2)} ms from {int(last['lo'])} on, or "
+                  f"{1e3 / first['step_ms']:.0f} and {1e3 / last['step_ms']:.0f} tokens/s (SGLang's decode log "
+                  f"at C=1).")
 
 
 def papers(a) -> Markup:

@@ -5,6 +5,10 @@ megabytes beside gigabytes), so the weight bytes over the AR arm's step time is 
 step achieves. The bytes come from the twin's recorded shape (the manifest's models.twin.numbers); the
 embedding table is left out, because a lookup reads one row of it. A run of any other pair has no
 recorded shape and gets no figure: the shipped pair's step is launch overhead, not memory traffic.
+
+The step also grows with the context: the attention reads the KV cache, a few MB, but its kernel's time grows
+with the tokens each of its splits walks. So a reply's length moves AR's tokens/s, and step_by_context says by
+how much on the run's own server.
 """
 
 from __future__ import annotations
@@ -56,3 +60,36 @@ def ar_bandwidth(cells: pd.DataFrame, numbers: dict | None, gpu_name: str, dtype
     return {"bytes": nbytes, "step_s": step, "cells": len(steps), "achieved_tb_s": achieved, "peak_tb_s": peak,
             "share": achieved / peak if peak else math.nan, "floor_s": nbytes / (peak * 1e12) if peak else math.nan,
             "gpu": gpu_name}
+
+
+# context bins, tokens: a 512-token reply on a chat prompt spans about 60 to 560
+CONTEXT_BINS = (0, 160, 320, 480)
+
+
+def step_by_context(log: pd.DataFrame, arms: list[str]) -> pd.DataFrame:
+    """AR's C = 1 step time by the context its attention reads, from SGLang's decode log (server_log).
+
+    A `Decode batch` line's throughput covers the steps since the line before it. The first line of a request
+    also covers the idle time before the request (under the rounds schedule, the other arms' turns), so a line
+    counts only where the line before it was the same request's: one running request, fewer tokens (none is
+    a line logged as a request left)."""
+    cols = ["lo", "hi", "lines", "step_ms"]
+    need = {"arm", "kind", "running_req", "tokens", "gen_throughput", "concurrency"}
+    if log.empty or not need <= set(log.columns):
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for _, g in log[log["arm"].isin(arms) & (log["kind"] == "decode")].groupby("arm"):
+        g = g.sort_values("line")
+        prev_tokens, prev_running = g["tokens"].shift(), g["running_req"].shift()
+        same = (g["running_req"] == 1) & (prev_running == 1) & (prev_tokens > 0) & (prev_tokens < g["tokens"])
+        rows.append(g[same & (g["concurrency"] == 1) & (g["gen_throughput"] > 0)])
+    lines = pd.concat(rows) if rows else pd.DataFrame(columns=list(need))
+    if lines.empty:
+        return pd.DataFrame(columns=cols)
+    edges = [*CONTEXT_BINS, math.inf]
+    out = []
+    for lo, hi in zip(edges, edges[1:], strict=False):
+        b = lines[(lines["tokens"] >= lo) & (lines["tokens"] < hi)]
+        if len(b):   # the steps of a bin over its lines' throughputs: each line covers the same number of steps
+            out.append({"lo": lo, "hi": hi, "lines": len(b), "step_ms": float((1e3 / b["gen_throughput"]).mean())})
+    return pd.DataFrame(out, columns=cols)

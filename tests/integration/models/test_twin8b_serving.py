@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from containers import gpu_memory
 from containers.launch import server_command
 from ddbench.core import prom
 from ddbench.core.profile import load_profile
@@ -99,9 +100,10 @@ def test_one_interleaved_round_per_arm_of_the_twin_on_sglang(refengine_servers, 
     profile = load_profile("h200-twin8b-sglang" if _gpu_gib() > 100 else "h100-twin8b-sglang")
     profile = profile.model_copy(update={"runtime": profile.runtime.model_copy(update={"cuda_graphs": False})})
     targets = []
-    for arm in profile.arms:
+    for arm in profile.arms:   # one at a time, each sized to its share of the GPU, as the sweep starts them
         port = refengine_servers.free_port()
-        launch = server_command(profile, arm, port=port, python=sys.executable)
+        sized, _ = gpu_memory.fitted(profile, gpu_memory.read_memory(profile.placement.gpus))
+        launch = server_command(sized, arm, port=port, python=sys.executable)
         url = refengine_servers.launch(launch.argv + ["--disable-piecewise-cuda-graph"], port,
                                        tmp_path / f"{arm.id}.log", env={**os.environ, **launch.env}, timeout=600)
         work = profile.workload_for(arm.id).model_copy(update={"max_tokens": MAX_TOKENS})

@@ -16,7 +16,16 @@ def analysis(device="cuda", twin=True):
     manifest = SimpleNamespace(models=models, host=SimpleNamespace(gpus=[{"name": "NVIDIA H200"}]))
     profile = SimpleNamespace(placement=SimpleNamespace(device=device), runtime=SimpleNamespace(dtype="bfloat16"),
                               arm=lambda x: SimpleNamespace(ablation=None))
-    return SimpleNamespace(cells=cells, speedups=speedups, run=SimpleNamespace(manifest=manifest, profile=profile))
+    return SimpleNamespace(cells=cells, speedups=speedups,
+                           run=SimpleNamespace(manifest=manifest, profile=profile, log=pd.DataFrame()))
+
+
+def decode_lines(arm, tps):
+    """One C=1 request's decode log from 40 tokens on, a line every 40 steps at tps(tokens) tokens/s."""
+    tokens = list(range(40, 600, 40))
+    return pd.DataFrame({"arm": arm, "line": range(len(tokens)), "kind": "decode", "running_req": 1.0,
+                         "tokens": [float(t) for t in tokens], "gen_throughput": [tps(t) for t in tokens],
+                         "concurrency": 1.0})
 
 
 def with_ablation(a):
@@ -50,6 +59,14 @@ def test_the_ablation_ar_is_neither_the_bandwidth_nor_the_baseline_beside_the_pa
     assert "53\\% of the NVIDIA H200" in c["bandwidth"] and "(mean of 1 cells)" in c["bandwidth"]
     row = next(r for r in c["papers"].splitlines() if r.startswith("this run&linear-{}b16&1&"))
     assert "3.07" in row and "4.10" not in row
+
+
+def test_ar_steps_by_context_are_deployable_ars_alone():
+    a = with_ablation(analysis())
+    a.run.log = pd.concat([decode_lines("ar", lambda t: 200.0 if t < 320 else 190.0),
+                           decode_lines("ar-no-overlap", lambda t: 100.0)], ignore_index=True)
+    b = cost.context(a)["bandwidth"]
+    assert "5.00 ms below 160 tokens, 5.26 ms from 480 on, or 200 and 190 tokens/s" in b
 
 
 def test_a_gpu_run_of_the_shipped_pair_gets_the_launch_bound_sentence_only():
