@@ -74,11 +74,10 @@ class RefengineServers:
 
     @staticmethod
     def free_port() -> int:
-        import socket
+        # the sweep's range: SGLang refuses a port whose gRPC port (port + 10000) passes 65535
+        from containers.bringup import free_port
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
+        return free_port()
 
     def start(self, log: Path, *flags: str) -> str:
         import os

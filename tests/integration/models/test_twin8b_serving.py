@@ -40,6 +40,16 @@ def _cases() -> list[tuple[str, str]]:
     return [(backend, arm.id) for backend, name in PROFILES.items() for arm in load_profile(name).arms]
 
 
+def _profile(backend: str):
+    """The backend's twin profile with graphs off; SGLang's for this card: its shares of an H200 would leave an 80 GB
+    card less than the twin's 16.4 GB of weights (0.16 x 80 GB)."""
+    name = PROFILES[backend]
+    if backend == "sglang" and _gpu_gib() <= 100:
+        name = "h100-twin8b-sglang"
+    profile = load_profile(name)
+    return profile.model_copy(update={"runtime": profile.runtime.model_copy(update={"cuda_graphs": False})})
+
+
 def _get(url: str) -> str:
     with urllib.request.urlopen(url, timeout=30) as r:
         return r.read().decode()
@@ -55,10 +65,12 @@ def _post(url: str, body: dict) -> dict:
 def test_each_arm_serves_the_twin_with_the_pairs_acceptance(backend, arm_id, refengine_servers, tmp_path):
     if backend == "sglang" and importlib.util.find_spec("sglang") is None:
         pytest.skip("SGLang's bundles are not on PYTHONPATH: containers/h200/setup.sh harness sglang sglang-ddtree")
-    profile = load_profile(PROFILES[backend])
-    profile = profile.model_copy(update={"runtime": profile.runtime.model_copy(update={"cuda_graphs": False})})
+    profile = _profile(backend)
+    if arm_id not in {a.id for a in profile.arms}:
+        pytest.skip(f"{arm_id} is not an arm of {profile.name}, the profile for this card")
     arm, port = profile.arm(arm_id), refengine_servers.free_port()
-    launch = server_command(profile, arm, port=port, python=sys.executable)
+    sized, _ = gpu_memory.fitted(profile, gpu_memory.read_memory(profile.placement.gpus))
+    launch = server_command(sized, arm, port=port, python=sys.executable)
     argv = launch.argv + (["--disable-piecewise-cuda-graph"] if backend == "sglang" else [])
     url = refengine_servers.launch(argv, port, tmp_path / "server.log", env={**os.environ, **launch.env},
                                    timeout=600)
@@ -97,8 +109,7 @@ def test_one_interleaved_round_per_arm_of_the_twin_on_sglang(refengine_servers, 
     from loadtests.cell import probe
     from loadtests.rounds import Target, run_stretch
 
-    profile = load_profile("h200-twin8b-sglang" if _gpu_gib() > 100 else "h100-twin8b-sglang")
-    profile = profile.model_copy(update={"runtime": profile.runtime.model_copy(update={"cuda_graphs": False})})
+    profile = _profile("sglang")
     targets = []
     for arm in profile.arms:   # one at a time, each sized to its share of the GPU, as the sweep starts them
         port = refengine_servers.free_port()
