@@ -15,7 +15,7 @@ import yaml
 
 from containers.sweep import run_sweep
 from ddbench.core import schedule
-from ddbench.core.profile import load_profile
+from ddbench.core.profile import StableWarmup, load_profile
 from ddbench.reproduce import EXIT_NOT_CLEAN
 from loadtests.cell import run_cell
 from loadtests.plan import PROMPT_ORDER
@@ -176,7 +176,7 @@ def test_a_warm_up_until_stable_runs_windows_against_each_real_server(profile_fi
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     base = load_profile(profile_file("interleaved"))
     profile = base.model_copy(update={"load": base.load.model_copy(update={
-        "warmup_s": 12.0, "warmup_until_stable": {"within_pct": 50.0, "window_s": 1.0}})})
+        "warmup_s": 12.0, "warmup_until_stable": StableWarmup(within_pct=50.0, window_s=1.0)})})
     profile = type(profile).model_validate(profile.model_dump())
     run = tmp_path / "run-stable"
     out = run_sweep(profile, run, lambda *a, unmeasured=False, **k: run_cell(*a, **k))   # reproduce's runner marks
