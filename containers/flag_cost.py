@@ -80,7 +80,7 @@ def run(profile_name: str, arm_id: str, lengths: list[int], rounds: int, out: Pa
     servers, urls, argvs = [], {}, {}
     try:
         for name in (FLAGS, DEFAULTS):
-            sized, _ = gpu_memory.fitted(profile, gpu_memory.read_memory(profile.placement.gpus))
+            sized, _ = gpu_memory.fitted_now(profile)
             port = free_port()
             launch = server_command(sized, arm, port=port, python=sys.executable)
             argv = launch.argv if name == FLAGS else defaults_argv(launch.argv)
@@ -101,9 +101,10 @@ def run(profile_name: str, arm_id: str, lengths: list[int], rounds: int, out: Pa
     finally:
         for s in servers:
             s.stop()
+    means = summary(rows)
     write_json_atomic(out / "flag_cost.json", {"profile": profile_name, "arm": arm_id, "argv": argvs,
-                                               "summary": summary(rows), "requests": rows})
-    return summary(rows)
+                                               "summary": means, "requests": rows})
+    return means
 
 
 def main(argv: list[str] | None = None) -> int:

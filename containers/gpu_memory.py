@@ -107,3 +107,8 @@ def fitted(profile: Profile, memory: tuple[int, int] | None) -> tuple[Profile, s
             f"= --mem-fraction-static {f:g} of the {free / 2**30:.1f} GiB free at start")
     runtime = profile.runtime.model_copy(update={"mem_fraction_static": f})
     return profile.model_copy(update={"runtime": runtime}), note
+
+
+def fitted_now(profile: Profile) -> tuple[Profile, str | None]:
+    """fitted() against the memory free on the profile's GPUs now, just before a server's start."""
+    return fitted(profile, read_memory(profile.placement.gpus))

@@ -70,7 +70,7 @@ def up_together(profile: Profile, arms: list[str], run_dir: Path, **kw) -> tuple
 
     def one(arm: str, sized: bool = False):
         try:
-            mine, note = (gpu_memory.fitted(profile, gpu_memory.read_memory(profile.placement.gpus)) if sized
+            mine, note = (gpu_memory.fitted_now(profile) if sized
                           else (profile, None))
             servers[arm] = bringup.up(mine, arm, run_dir, note=note, **kw)
         except (BringUpError, RuntimeError) as e:

@@ -73,23 +73,22 @@ def step_by_context(log: pd.DataFrame, arms: list[str]) -> pd.DataFrame:
     also covers the idle time before the request (under the rounds schedule, the other arms' turns), so a line
     counts only where the line before it was the same request's: one running request, fewer tokens (none is
     a line logged as a request left)."""
-    cols = ["lo", "hi", "lines", "step_ms"]
-    need = {"arm", "kind", "running_req", "tokens", "gen_throughput", "concurrency"}
-    if log.empty or not need <= set(log.columns):
-        return pd.DataFrame(columns=cols)
+    none = pd.DataFrame(columns=["lo", "hi", "lines", "step_ms"])
+    if log.empty or not {"arm", "kind", "running_req", "tokens", "gen_throughput", "concurrency"} <= set(log.columns):
+        return none
     rows = []
     for _, g in log[log["arm"].isin(arms) & (log["kind"] == "decode")].groupby("arm"):
         g = g.sort_values("line")
         prev_tokens, prev_running = g["tokens"].shift(), g["running_req"].shift()
         same = (g["running_req"] == 1) & (prev_running == 1) & (prev_tokens > 0) & (prev_tokens < g["tokens"])
         rows.append(g[same & (g["concurrency"] == 1) & (g["gen_throughput"] > 0)])
-    lines = pd.concat(rows) if rows else pd.DataFrame(columns=list(need))
+    lines = pd.concat(rows) if rows else none
     if lines.empty:
-        return pd.DataFrame(columns=cols)
+        return none
     edges = [*CONTEXT_BINS, math.inf]
     out = []
     for lo, hi in zip(edges, edges[1:], strict=False):
         b = lines[(lines["tokens"] >= lo) & (lines["tokens"] < hi)]
         if len(b):   # the steps of a bin over its lines' throughputs: each line covers the same number of steps
             out.append({"lo": lo, "hi": hi, "lines": len(b), "step_ms": float((1e3 / b["gen_throughput"]).mean())})
-    return pd.DataFrame(out, columns=cols)
+    return pd.DataFrame(out, columns=none.columns)

@@ -69,7 +69,7 @@ def test_each_arm_serves_the_twin_with_the_pairs_acceptance(backend, arm_id, ref
     if arm_id not in {a.id for a in profile.arms}:
         pytest.skip(f"{arm_id} is not an arm of {profile.name}, the profile for this card")
     arm, port = profile.arm(arm_id), refengine_servers.free_port()
-    sized, _ = gpu_memory.fitted(profile, gpu_memory.read_memory(profile.placement.gpus))
+    sized, _ = gpu_memory.fitted_now(profile)
     launch = server_command(sized, arm, port=port, python=sys.executable)
     argv = launch.argv + (["--disable-piecewise-cuda-graph"] if backend == "sglang" else [])
     url = refengine_servers.launch(argv, port, tmp_path / "server.log", env={**os.environ, **launch.env},
@@ -113,7 +113,7 @@ def test_one_interleaved_round_per_arm_of_the_twin_on_sglang(refengine_servers, 
     targets = []
     for arm in profile.arms:   # one at a time, each sized to its share of the GPU, as the sweep starts them
         port = refengine_servers.free_port()
-        sized, _ = gpu_memory.fitted(profile, gpu_memory.read_memory(profile.placement.gpus))
+        sized, _ = gpu_memory.fitted_now(profile)
         launch = server_command(sized, arm, port=port, python=sys.executable)
         url = refengine_servers.launch(launch.argv + ["--disable-piecewise-cuda-graph"], port,
                                        tmp_path / f"{arm.id}.log", env={**os.environ, **launch.env}, timeout=600)
