@@ -131,7 +131,7 @@ SGLANG = Layer(
     alone=("sglang", "sglang-kernel", "flashinfer-python"),
     below=("harness",),
     carry={
-        "transformers": "SGLang 0.5.15 pins 5.12.1 and refuses the image's 5.17 (config registration)",
+        "transformers": "SGLang 0.5.17 pins 5.12.1 and refuses the image's 5.17 (config registration)",
         "tokenizers": "transformers 5.12.1 needs <=0.23.0; the image has 0.23.2",
     },
     trims=(

@@ -127,9 +127,9 @@ class Runtime(Strict):
         description="why runtime.attention_backend is set for every arm (e.g. the build lacks the GPU's "
                     "default backend); shown with each arm's settings")
     overlap_scheduler: bool = Field(
-        True, description="true: each arm as deployed, the overlap scheduler on wherever its build can overlap "
-                          "(SGLang's AR; its DFLASH and DDTree turn it off); false: --disable-overlap-schedule "
-                          "for every arm (the switch held equal)")
+        True, description="true: each arm as deployed, SGLang's overlap scheduler on (AR, and DFLASH and DDTree "
+                          "on the V2 speculative worker); false: --disable-overlap-schedule for every arm (the "
+                          "switch held equal)")
     overlap_scheduler_reason: str | None = Field(
         None, description="recorded runs only: why DDTree arms were compared with overlap on for other arms")
     max_running_requests: int | None = Field(
@@ -156,8 +156,8 @@ class Arm(Strict):
     # both left out of the dump when unset, so that runs recorded before the fields existed keep their digests
     overlap_scheduler: bool | None = Field(
         None, exclude_if=lambda v: v is None,
-        description="overrides runtime.overlap_scheduler for this arm (false on an 'ar' arm: the ablation "
-                    "that holds the switch equal with arms whose build forces it off)")
+        description="overrides runtime.overlap_scheduler for this arm (false with `ablation`: the arm's "
+                    "algorithm on SGLang's synchronous path, the overlap scheduler's worth measured beside it)")
     ablation: str | None = Field(
         None, min_length=1, exclude_if=lambda v: v is None,
         description="what this arm ablates (e.g. 'overlap held off, as the speculative arms run'): measured and "

@@ -1,11 +1,13 @@
 """Each arm's serving settings as it runs: the value, and why it is that value.
 
 A fair comparison runs each arm as it would be deployed. Where the build forces a setting on some
-arms (SGLang cannot overlap DFLASH or DDTree steps; DDTree needs page size 1 and, for a real tree,
-the triton attention backend), only those arms get it; every other arm keeps the server's default
-or the profile's choice. A switch held equal for symmetry alone is an ablation arm
-(`ablation:`), never the headline. The launch commands (containers/launch.py) read this one table, and a
-run's manifest records it (`arm_settings`), whose differences page 1 lists.
+arms (DDTree needs page size 1 and, for a real tree, the triton attention backend), only those arms
+get it; every other arm keeps the server's default or the profile's choice. SGLang runs every arm,
+AR, DFLASH and DDTree alike, on its overlap scheduler (speculative decoding on the V2 worker). A
+switch held equal for symmetry alone is an ablation arm (`ablation:`, e.g. the overlap held off),
+never the headline. The launch commands (containers/launch.py) read this one table, and a run's
+manifest records it (`arm_settings`), whose differences page 1 lists; a recorded run keeps the
+settings it was launched with.
 """
 
 from __future__ import annotations
@@ -13,8 +15,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 DEFAULT = "server default"
-# what SGLang logs when a speculative arm asks for the overlap scheduler on the builds ddbench serves
-NO_SPEC_OVERLAP = "this build cannot overlap DFLASH or DDTree steps (SGLang turns the overlap scheduler off for them)"
 
 
 @dataclass(frozen=True)
@@ -34,14 +34,12 @@ def overlap(profile, arm) -> Setting | None:
     if profile.backend.kind != "sglang":
         return None
     name = "overlap scheduler"
-    if arm.kind != "ar":
-        return Setting(name, "off", NO_SPEC_OVERLAP)
     if arm.overlap_scheduler is not None:
         on = arm.overlap_scheduler
         return Setting(name, "on" if on else "off", arm.ablation or f"set by arm '{arm.id}'")
     if not profile.runtime.overlap_scheduler:
         return Setting(name, "off", "runtime.overlap_scheduler false: held off for every arm")
-    return Setting(name, "on", "SGLang's default for AR")
+    return Setting(name, "on", "SGLang's default" + ("" if arm.kind == "ar" else " (the V2 speculative worker)"))
 
 
 def page_size(profile, arm) -> Setting | None:
@@ -86,8 +84,8 @@ def record(profile) -> dict[str, list[dict]]:
 
 
 def differing_lines(recorded: dict[str, list[dict]]) -> list[str]:
-    """One line per setting whose value differs between the arms of a record: 'overlap scheduler: on for ar
-    (SGLang's default for AR); off for linear-b16, tree-b15-k8 (this build cannot overlap ...)'."""
+    """One line per setting whose value differs between the arms of a record: 'overlap scheduler: on for ar,
+    linear-b16 (SGLang's default); off for linear-b16-no-overlap (overlap scheduler held off ...)'."""
     names = list(dict.fromkeys(s["name"] for row in recorded.values() for s in row))
     lines = []
     for name in names:
