@@ -30,7 +30,10 @@ PROBE_TIMEOUT_S = 10.0
 INFO_PATHS = ("/get_server_info", "/server_info")   # SGLang now, SGLang before 0.4 and the reference engine
 NOT_STARTED = "external server: ddbench did not start it"
 # fields of a self-description that may hold a credential (SGLang echoes its --api-key in server_info)
-_SECRET_FIELD = re.compile(r"key|token|secret|password", re.IGNORECASE)
+# a credential's field: one of these words in its name (api_key, hf_token, adminPassword), never a count or a
+# path that merely contains one (speculative_num_draft_tokens, max_total_num_tokens, tokenizer_path)
+_SECRET_WORDS = frozenset({"key", "keys", "apikey", "keyfile", "token", "secret", "secrets", "password", "passwd",
+                           "credential", "credentials"})
 _FAMILY = re.compile(r"^# TYPE ([A-Za-z_:][A-Za-z0-9_:]*) ")
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)[{\s]")
 
@@ -91,11 +94,17 @@ def metric_families(text: str) -> list[str]:
     return sorted({m.group(1) for line in text.splitlines() if not line.startswith("#") and (m := _SAMPLE.match(line))})
 
 
+def secret_field(name: str, value) -> bool:
+    """A field that holds a credential: a credential word in its name and text in its value (a number is a size)."""
+    words = re.split(r"[^a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", str(name)).lower())
+    text = isinstance(value, str) and value != "" or isinstance(value, list) and any(isinstance(v, str) for v in value)
+    return text and not _SECRET_WORDS.isdisjoint(words)
+
+
 def scrub(obj, secrets: list[str]):
-    """A server's answer without credentials: fields named like one dropped, known secret values replaced."""
+    """A server's answer without credentials: fields that hold one redacted, known secret values replaced."""
     if isinstance(obj, dict):
-        return {k: ("<redacted>" if _SECRET_FIELD.search(str(k)) and v not in (None, "", False) else scrub(v, secrets))
-                for k, v in obj.items()}
+        return {k: ("<redacted>" if secret_field(k, v) else scrub(v, secrets)) for k, v in obj.items()}
     if isinstance(obj, list):
         return [scrub(v, secrets) for v in obj]
     if isinstance(obj, str):

@@ -186,11 +186,28 @@ def sglang_tag(variant: str) -> str:
     return f"ddbench/sglang:{p.sglang}-ddtree-{p.build}-{variant}"
 
 
+# Stock SGLang's registry image, by digest: what a stock-SGLang docker profile (no fork) starts. The fork's
+# registry-based images take the pinned release's image as a build arg instead (registry_base).
+STOCK_IMAGE = "lmsysorg/sglang:v0.5.15-cu130@sha256:d0a667eca4e6fff64f7758c5fb1720e16faa806f90ea767e018bb8fa1b09dd44"
+
+
 def registry_image() -> str:
-    """The registry's image of the pinned SGLang release, by digest: what the fork images build on, and
-    what a stock-SGLang profile (no fork) starts."""
-    text = (REPO_ROOT / "containers" / "sglang" / "Dockerfile").read_text()
-    return re.search(r"^ARG SGLANG_IMAGE=(\S+)$", text, re.M).group(1)
+    """The registry's stock SGLang image, by digest, that stock-SGLang docker profiles start."""
+    return STOCK_IMAGE
+
+
+def registry_base(args: dict[str, str]) -> str:
+    """The registry image a blackwell or hopper build starts from: the pinned release's, by digest, given as
+    --build-arg SGLANG_IMAGE (no registry is asked here, so no digest is guessed)."""
+    from containers.sglang_pin import pin
+
+    want = f"lmsysorg/sglang:v{pin().sglang}-cu130@sha256:"
+    image = args.get("SGLANG_IMAGE", "")
+    if not (image.startswith(want) and re.fullmatch(r"[0-9a-f]{64}", image[len(want):])):
+        raise BuildError(f"the registry variants build on the pinned release's image by digest: give --build-arg "
+                         f"SGLANG_IMAGE={want}<64 hex> (`docker buildx imagetools inspect "
+                         f"{want.split('@')[0]}` prints it){f'; got {image!r}' if image else ''}")
+    return image
 
 
 def sglang_commands() -> list[dict]:
@@ -245,6 +262,8 @@ def build_sglang(variant: str, fork_git: Path, tag: str | None = None, build_arg
     if variant not in SGLANG_VARIANTS:
         raise BuildError(f"no SGLang variant '{variant}'; variants: {', '.join(SGLANG_VARIANTS)}")
     tag = tag or sglang_tag(variant)
+    if variant != "local":
+        registry_base(build_args or {})   # before the export: a missing digest stops the build at once
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ddbench-sglang-ctx-") as tmp:
         try:
@@ -255,6 +274,8 @@ def build_sglang(variant: str, fork_git: Path, tag: str | None = None, build_arg
         commands.write_text(json.dumps(sglang_commands(), indent=1) + "\n")
         files = sglang_files(variant, Path(tmp) / "ddtree", commands)
         args = {**sglang_build_args(variant, source), **(build_args or {})}
+        if variant != "local":
+            args["SGLANG_IMAGE"] = registry_base(args)
         if variant == "local":
             lock = (HERE / "sglang" / "requirements.lock").read_bytes()
             args["LOCK_SHA256"] = hashlib.sha256(lock).hexdigest()

@@ -260,8 +260,8 @@ def propose_arms(b: int, engine: str) -> tuple[list[Line], list[Line]]:
     arms = [arm_line({"id": "ar", "kind": "ar"}, "no speculation: every speedup is a ratio to it")]
     if engine != "refengine":
         arms.append(arm_line({"id": "ar-no-overlap", "kind": "ar", "overlap_scheduler": False,
-                              "ablation": "overlap scheduler held off, as the speculative arms run"},
-                             "the switch held equal: AR as the speculative arms run on SGLang"))
+                              "ablation": "overlap scheduler held off: AR on SGLang's synchronous path"},
+                             "AR with the overlap scheduler held off: what overlap is worth to AR"))
     arms += [arm_line({"id": f"linear-b{b}", "kind": "linear", "block_size": b},
                      f"DFlash at the block the drafter was trained for ({b})")]
     chain = {"id": f"chain-b{b - 1}", "kind": "chain", "block_size": b}
@@ -318,8 +318,8 @@ def runtime_lines(engine: str, device: str) -> list[Line]:
              Line("cuda_graphs: true", "how a server runs in production; an arm may turn it off")]
     if engine == "refengine":
         return lines
-    lines += [Line("overlap_scheduler: true", "each arm as deployed: on for AR; SGLang turns it off for DFLASH "
-                                              "and DDTree, and a tree arm gets triton attention "
+    lines += [Line("overlap_scheduler: true", "each arm as deployed: on for AR, DFLASH and DDTree (SGLang's V2 "
+                                              "speculative worker), and a tree arm gets triton attention "
                                               "(ddbench/core/settings.py)")]
     return lines + [Line("mem_fraction_static: 0.8", "GPU memory for weights + KV cache, headroom for CUDA graphs")]
 

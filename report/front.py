@@ -135,11 +135,12 @@ def _percentiles(a, arm: str, c: int) -> dict[str, Markup]:
 
 
 def _ar(a, arm: str, c: int) -> dict | None:
-    """The arm's speedups row against ar at C (analysis matched the ar arm), or None."""
+    """The arm's speedups row against deployable ar at C (analysis matched the ar arm), or None."""
     s = a.speedups
     if s.empty:
         return None
-    row = s[(s["arm"] == arm) & (s["baseline_kind"] == "ar") & (s["concurrency"] == c) & ~ablated(s)]
+    deployable = ~s["baseline"].map(lambda b: is_ablation(a, b))
+    row = s[(s["arm"] == arm) & (s["baseline_kind"] == "ar") & (s["concurrency"] == c) & deployable]
     return row.iloc[0].to_dict() if len(row) else None
 
 
@@ -175,7 +176,7 @@ def ratio_cell(x, lo, hi, verdict: str) -> Markup:
 
 def best_linear(a, g: dict) -> str | None:
     kinds = a.kinds
-    lin = g["rows"][g["rows"]["arm"].map(kinds) == "linear"]
+    lin = g["rows"][(g["rows"]["arm"].map(kinds) == "linear") & ~g["rows"]["arm"].map(lambda x: is_ablation(a, x))]
     return None if lin.empty else str(lin.sort_values("throughput", ascending=False).iloc[0]["arm"])
 
 

@@ -192,13 +192,19 @@ def speedups(run: Run, cells: pd.DataFrame, boots: dict) -> tuple[pd.DataFrame, 
     """Every speculative arm against the ar arm, trees and chains against the linear arm, trees against
     the chain, at every concurrency. Returns the table and the refusals (why a pair was not compared)."""
     rows, refusals = [], []
-    for arm in run.profile.arms:
-        # an ablation arm (ar-no-overlap) is set against its deployable kind; every other arm against the
-        # deployable baseline of each kind and, beside it, each ablation of that kind
-        for kind in ("ar",) if arm.kind == "ar" and arm.ablation else BASELINES.get(arm.kind, ()):
+    p = run.profile
+    for arm in p.arms:
+        # every arm against the deployable baseline of each kind it is compared with and, beside it, each
+        # ablation of that kind; an ablation arm (ar-no-overlap, linear-b16-no-overlap) also against the
+        # deployable arm of its own kind (what the switch is worth), and against the arms that hold the same
+        # switch (the comparison as the ablated path runs it)
+        kinds = BASELINES.get(arm.kind, ())
+        if arm.ablation:
+            kinds = (arm.kind, *(k for k in kinds if k != arm.kind))
+        for kind in kinds:
             bases = baseline_for(run, arm.id, kind)
-            deployable = [b for b in bases if not run.profile.arm(b).ablation]
-            ablations = [] if arm.ablation else [b for b in bases if run.profile.arm(b).ablation]
+            deployable = [b for b in bases if not p.arm(b).ablation]
+            ablations = [b for b in bases if p.arm(b).ablation and (not arm.ablation or p.arm(b).ablation == arm.ablation)]
             for c in run.profile.load.concurrency:
                 for group in (deployable, *([b] for b in ablations)):
                     why = None
@@ -206,7 +212,7 @@ def speedups(run: Run, cells: pd.DataFrame, boots: dict) -> tuple[pd.DataFrame, 
                         try:
                             rows.append({**speedup(Side(run, cells, boots, arm.id), Side(run, cells, boots, base), c),
                                          "baseline_kind": kind,
-                                         "ablation": bool(arm.ablation or run.profile.arm(base).ablation)})
+                                         "ablation": bool(arm.ablation or p.arm(base).ablation)})
                             why = None
                             break
                         except MismatchError as e:

@@ -196,15 +196,20 @@ def unmet_requirements(docs: list[dict], path: list[str]) -> list[str]:
     return out
 
 
-def smoke(docs: list[dict], env: dict[str, str]) -> None:
-    modules = [m for doc in docs for m in doc.get("smoke", [])]
-    if not modules:
-        return
+def smoke(docs: list[dict], extra: str | None = None) -> None:
+    """Import each layer's key modules with that layer and the ones below it on the path, so that a layer
+    shadowed by a later one (stock sglang under the fork) is checked as itself."""
     code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
-    proc = subprocess.run([sys.executable, "-c", code, *modules], env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SetupError(f"importing {' '.join(modules)} failed:\n{proc.stderr[-4000:]}")
-    log(f"imports ok: {' '.join(modules)}")
+    for i, doc in enumerate(docs):
+        modules = doc.get("smoke", [])
+        if not modules:
+            continue
+        sites = [str(site_dir(d["layer"])) for d in reversed(docs[: i + 1])]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sites + [p for p in [extra] if p])}
+        proc = subprocess.run([sys.executable, "-c", code, *modules], env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SetupError(f"{doc['layer']}: importing {' '.join(modules)} failed:\n{proc.stderr[-4000:]}")
+        log(f"{doc['layer']}: imports ok: {' '.join(modules)}")
 
 
 def setup(layers: list[str], strict: bool = False, manifests: Path = HERE, repo: Path = REPO) -> int:
@@ -242,8 +247,7 @@ def setup(layers: list[str], strict: bool = False, manifests: Path = HERE, repo:
     wrong = unexpected_versions(docs, sites + sys.path[1:])
     if wrong:  # the pinned build would not be what runs
         raise SetupError("; ".join(wrong))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sites + [p for p in [os.environ.get("PYTHONPATH")] if p])}
-    smoke(docs, env)
+    smoke(docs, os.environ.get("PYTHONPATH"))
     print(f"export PYTHONPATH={':'.join(sites)}${{PYTHONPATH:+:$PYTHONPATH}}")
     return 0
 

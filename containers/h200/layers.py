@@ -159,12 +159,15 @@ SGLANG = Layer(
         # not libtvm_ffi_testing.so: tvm_ffi.registry loads it at import (the H200 smoke import failed without it)
         Trim("apache-tvm-ffi", drop=("tvm_ffi/3rdparty/libbacktrace/*",),
              why="libbacktrace's sources; JIT builds use include/ and 3rdparty/dlpack"),
+        Trim("xgrammar", drop=("xgrammar/lib/*", "xgrammar/include/*"),
+             why="the static library and headers for building against xgrammar; Python loads the bindings .so"),
         Trim("jedi", drop=("jedi/third_party/typeshed/*",),
              why="type stubs for IPython's completer; IPython.display never reads them"),
     ),
-    # a call carries about 50 MB of tree: the first carries the harness (7.9 MB) and part 1, each
-    # later call one more part (the sglang-ddtree layer, 3.3 MB, rides with any of them)
-    part_size=(5_900_000, 13_300_000),
+    # a call carries at most 64 MiB, about 41 MB of it the tree without results/ (a device call's checkout is
+    # sparse: `git sparse-checkout set --no-cone '/*' '!/results/'`): the first carries the harness (7.9 MB),
+    # the sglang-ddtree layer (4.2 MB) and part 1, each later call one more part
+    part_size=(13_000_000, 22_000_000),
     smoke=("sglang", "sglang.srt.server_args", "sglang.srt.entrypoints.http_server", "sgl_kernel", "flashinfer",
            "transformers", "tokenizers"),
 )

@@ -113,24 +113,44 @@ def test_ingest_and_metrics_agree_on_window(synth_run):
     assert not req.loc[req["warmup"].astype(bool), "in_window"].any()
 
 
-def test_ablation_arms_are_compared_beside_the_deployable_baseline_never_instead(monkeypatch):
+def _pairs(monkeypatch, arms: list[dict]) -> list[tuple[str, str, bool]]:
+    """(arm, baseline, ablation) of each speedups row of an SGLang profile with these arms."""
     from types import SimpleNamespace
 
     from ddbench.core.profile import Profile
 
     p = Profile.model_validate({
         "name": "hand", "backend": {"kind": "sglang"}, "models": {"target": "t", "drafter": "d"},
-        "placement": {"device": "cuda", "gpus": [0]},
-        "arms": [{"id": "ar", "kind": "ar"},
-                 {"id": "ar-no-overlap", "kind": "ar", "overlap_scheduler": False, "ablation": "overlap held off"},
-                 {"id": "linear-b16", "kind": "linear", "block_size": 16},
-                 {"id": "tree-b15-k8", "kind": "tree", "block_size": 16, "budget": 15, "topk": 8}],
+        "placement": {"device": "cuda", "gpus": [0]}, "arms": arms,
         "workload": {"prompt_set": "p.jsonl", "max_tokens": 8}, "load": {"concurrency": [1], "requests_per_user": 2}})
     monkeypatch.setattr(compare, "speedup", lambda x, y, c: {"arm": x.arm, "baseline": y.arm, "concurrency": c})
     rows, refusals = compare.speedups(SimpleNamespace(profile=p), None, {})
-    pairs = [(r["arm"], r["baseline"], r["ablation"]) for r in rows.to_dict("records")]
+    assert refusals == []
+    return [(r["arm"], r["baseline"], r["ablation"]) for r in rows.to_dict("records")]
+
+
+AR, LINEAR = {"id": "ar", "kind": "ar"}, {"id": "linear-b16", "kind": "linear", "block_size": 16}
+TREE = {"id": "tree-b15-k8", "kind": "tree", "block_size": 16, "budget": 15, "topk": 8}
+OFF = {"overlap_scheduler": False, "ablation": "overlap held off"}
+
+
+def test_ablation_arms_are_compared_beside_the_deployable_baseline_never_instead(monkeypatch):
+    pairs = _pairs(monkeypatch, [AR, {"id": "ar-no-overlap", "kind": "ar", **OFF}, LINEAR, TREE])
     assert pairs == [("ar-no-overlap", "ar", True),
                      ("linear-b16", "ar", False), ("linear-b16", "ar-no-overlap", True),
                      ("tree-b15-k8", "ar", False), ("tree-b15-k8", "ar-no-overlap", True),
                      ("tree-b15-k8", "linear-b16", False)]
-    assert refusals == []
+
+
+def test_a_speculative_ablation_is_set_against_its_deployable_self_and_the_arms_that_hold_its_switch(monkeypatch):
+    """linear-b16-no-overlap against linear-b16 says what overlap is worth to DFLASH; the tree held off against
+    DFLASH held off is the comparison as the synchronous path runs it; both also against deployable AR."""
+    pairs = _pairs(monkeypatch, [AR, LINEAR, TREE, {**LINEAR, "id": "linear-b16-no-overlap", **OFF},
+                                 {**TREE, "id": "tree-b15-k8-no-overlap", **OFF}])
+    assert pairs == [("linear-b16", "ar", False),
+                     ("tree-b15-k8", "ar", False), ("tree-b15-k8", "linear-b16", False),
+                     ("tree-b15-k8", "linear-b16-no-overlap", True),
+                     ("linear-b16-no-overlap", "linear-b16", True), ("linear-b16-no-overlap", "ar", True),
+                     ("tree-b15-k8-no-overlap", "tree-b15-k8", True), ("tree-b15-k8-no-overlap", "ar", True),
+                     ("tree-b15-k8-no-overlap", "linear-b16", True),
+                     ("tree-b15-k8-no-overlap", "linear-b16-no-overlap", True)]

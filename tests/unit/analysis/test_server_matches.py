@@ -49,3 +49,12 @@ def test_a_server_that_says_nothing_is_judged_by_its_tau_alone():
 
 def test_the_check_bars_the_recommendation():
     assert SERVER_MATCHES in BARRING
+
+
+def test_a_shape_field_that_is_not_a_number_is_named_not_a_crash():
+    # runs recorded before scrub() kept size fields held "<redacted>" where SGLang's block size should be
+    redacted = server_matches(LINEAR, info(speculative_algorithm="DFLASH", speculative_num_draft_tokens="<redacted>"),
+                              [4.7])
+    assert redacted.status == PASS
+    assert "its speculative_num_draft_tokens '<redacted>' is not a number, so the arm's block_size is not checked" \
+        in redacted.evidence

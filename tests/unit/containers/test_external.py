@@ -28,6 +28,11 @@ sglang:spec_verify_calls_total{model_name="stub-model"} 40.0
 """
 
 
+# fields of a real SGLang DFLASH server's /get_server_info whose names hold "token" or "key" but no credential
+SGLANG_SIZES = {"speculative_num_draft_tokens": 16, "max_prefill_tokens": 16384, "max_total_num_tokens": 22000,
+                "token_capacity": 22000, "tokenizer_path": "/models/stub", "hf_token": None}
+
+
 class _SGLangLike(BaseHTTPRequestHandler):
     """What an SGLang server with --api-key answers: 401 without the key, and its server args (key included)."""
 
@@ -38,7 +43,7 @@ class _SGLangLike(BaseHTTPRequestHandler):
             return self._send(200, {"object": "list", "data": [{"id": "stub-model", "owned_by": "sglang"}]})
         if self.path == "/get_server_info":
             return self._send(200, {"model_path": "/models/stub", "version": "0.5.15", "api_key": KEY,
-                                    "speculative_algorithm": "DFLASH", "tp_size": 1})
+                                    "speculative_algorithm": "DFLASH", "tp_size": 1, **SGLANG_SIZES})
         if self.path == "/metrics":
             body = METRICS.encode()
             self.send_response(200)
@@ -112,6 +117,8 @@ def test_unreachable_arm_fails_its_cells_and_the_other_arm_runs(tmp_path, live_u
     # what the answering server said of itself, recorded; its echoed key is not
     info = json.loads((run_dir / "up" / external.SERVER_INFO).read_text())
     assert info["summary"]["version"] == "0.5.15" and info["summary"]["speculative_algorithm"] == "DFLASH"
+    served = info["endpoints"]["/get_server_info"]
+    assert {k: served[k] for k in SGLANG_SIZES} == SGLANG_SIZES and served["api_key"] == "<redacted>"
     assert info["summary"]["spec_counters"] == ["sglang:spec_verify_calls_total"]
     assert info["endpoints"]["/metrics"]["families"] == ["sglang:generation_tokens_total",
                                                          "sglang:spec_verify_calls_total"]
@@ -149,3 +156,14 @@ def test_metric_families_and_summary_of_a_vllm_server():
     assert s["speculative_algorithm"].startswith("on (vLLM spec_decode counters")
     none = external.summarize({"/metrics": {"families": ["process_cpu_seconds"]}})
     assert none["engine"] is None and none["speculative_algorithm"] is None   # not reported, not guessed
+
+
+def test_only_fields_that_hold_a_credential_are_redacted():
+    info = {"api_key": "sk-1", "hf_token": "hf_x", "adminPassword": "p", "ssl_keyfile": "/k.pem", "api_keys": ["a"],
+            "speculative_num_draft_tokens": 16, "max_total_num_tokens": 9, "token_capacity": 9,
+            "tokenizer_path": "/t", "keyword": "x", "hf_token_unset": None, "nested": [{"secret": "s", "n": "sk-1 in text"}]}
+    out = external.scrub(info, ["sk-1"])
+    assert [k for k, v in out.items() if v == "<redacted>"] == ["api_key", "hf_token", "adminPassword", "ssl_keyfile",
+                                                                 "api_keys"]
+    assert out["nested"] == [{"secret": "<redacted>", "n": "<redacted> in text"}]
+    assert out["speculative_num_draft_tokens"] == 16 and out["tokenizer_path"] == "/t" and out["keyword"] == "x"

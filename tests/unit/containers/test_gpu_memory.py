@@ -31,8 +31,8 @@ def test_only_sglang_on_cuda_with_a_share_is_resized(monkeypatch, tmp_path):
     monkeypatch.setenv("DDBENCH_TWIN_DIR", str(tmp_path))
     twin = load_profile("h200-twin8b-sglang")
     mine, note = gpu_memory.fitted(twin, (70 * GIB, 140 * GIB))
-    assert mine.runtime.mem_fraction_static == 0.32 and twin.runtime.mem_fraction_static == 0.16
-    assert "--mem-fraction-static 0.32" in note
+    assert mine.runtime.mem_fraction_static == 0.31 and twin.runtime.mem_fraction_static == 0.155
+    assert "--mem-fraction-static 0.31" in note
     assert gpu_memory.fitted(twin, None) == (twin, None)        # no nvidia-smi: nothing to share
     cpu = load_profile("cpu-tiny")
     assert not gpu_memory.shares_gpu(cpu) and gpu_memory.fitted(cpu, (1, 2)) == (cpu, None)

@@ -384,3 +384,16 @@ def test_unmet_requirements_skip_wheels_taken_alone(tmp_path):
     assert device.unmet_requirements([doc], [str(tmp_path)]) == ["toyx needs not-here-at-all: not installed"]
     doc["wheels"][0]["requires_checked"] = False
     assert device.unmet_requirements([doc], [str(tmp_path)]) == []
+
+
+def test_a_shadowed_layer_is_import_checked_as_itself(tmp_path, monkeypatch):
+    """The fork's sglang shadows the stock layer's whole: the stock layer (which the overlay check serves
+    alone) must still import with only itself and the layers below it on the path."""
+    monkeypatch.setattr(device, "SITE_ROOT", tmp_path)
+    for layer, body in (("stock", "import no_such_module_here\n"), ("fork", "VALUE = 1\n")):
+        (tmp_path / f"site-{layer}" / "pkg").mkdir(parents=True)
+        (tmp_path / f"site-{layer}" / "pkg" / "__init__.py").write_text(body)
+    docs = [{"layer": "stock", "smoke": ["pkg"]}, {"layer": "fork", "smoke": ["pkg"]}]
+    with pytest.raises(device.SetupError, match="stock: importing pkg failed"):
+        device.smoke(docs)
+    device.smoke(docs[1:])   # the fork alone imports: the stock layer's fault was masked on the joint path

@@ -125,7 +125,7 @@ def test_stage_cost_needs_the_fork_on_the_path(tmp_path, monkeypatch):
 
 
 def test_stock_sglang_is_served_without_the_forks_own_flags(tmp_path, sites, monkeypatch):
-    # stock SGLang refuses a flag only the fork knows (--speculative-ddtree-graph-max-tokens, a ddbench patch)
+    # stock SGLang refuses a flag only the fork knows (--speculative-ddtree-step-stats, a ddbench patch)
     from containers.launch import server_command
 
     assert diagnostics.without_fork_flags(["--a", "--speculative-ddtree-x", "8", "--speculative-ddtree-on", "--b",
@@ -141,8 +141,12 @@ def test_stock_sglang_is_served_without_the_forks_own_flags(tmp_path, sites, mon
                                                                                    prompts, timeout_s)
     monkeypatch.setattr(diagnostics, "serve", serve)
     monkeypatch.setattr(diagnostics, "resolve_sglang", lambda entries: {"site": entries[0]})
-    doc = diagnostics.overlay_check(tmp_path / "run", load_profile("h100-twin8b-sglang"), "p", None, 3)
-    assert "--speculative-ddtree-graph-max-tokens" in seen["fork"]
+    base = load_profile("h100-twin8b-sglang")
+    flags = ["--speculative-ddtree-step-stats", "--speculative-ddtree-profile-interval", "10"]
+    profile = base.model_copy(update={"runtime": base.runtime.model_copy(
+        update={"extra_args": [*base.runtime.extra_args, *flags]})})
+    doc = diagnostics.overlay_check(tmp_path / "run", profile, "p", None, 3)
+    assert "--speculative-ddtree-step-stats" in seen["fork"]
     assert not any(a.startswith("--speculative-ddtree-") for a in seen["stock"])
-    assert doc["stock_drops"] == ["--speculative-ddtree-graph-max-tokens", "1024"] and doc["passed"]
-    assert [a for a in seen["fork"] if a not in seen["stock"]] == ["--speculative-ddtree-graph-max-tokens", "1024"]
+    assert doc["stock_drops"] == flags and doc["passed"]
+    assert [a for a in seen["fork"] if a not in seen["stock"]] == flags

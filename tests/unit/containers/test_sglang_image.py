@@ -174,3 +174,15 @@ def test_gpuarch_reads_fatbins_inside_a_library_and_bare_cubins(tmp_path):
     assert found[str(new)] == {"sass": [100], "ptx": []} and found[str(old)] == {"sass": [90], "ptx": []}
     assert str(tmp_path / "plain.so") not in found
     assert gpuarch.union(found) == [90, 100, 120]
+
+
+def test_a_registry_build_starts_only_from_the_pinned_releases_image_by_digest():
+    from containers.sglang_pin import pin
+
+    good = f"lmsysorg/sglang:v{pin().sglang}-cu130@sha256:" + "a" * 64
+    assert images.registry_base({"SGLANG_IMAGE": good}) == good
+    for bad in ({}, {"SGLANG_IMAGE": good.split("@")[0]}, {"SGLANG_IMAGE": good.replace(pin().sglang, "0.5.15")}):
+        with pytest.raises(images.BuildError, match="by digest: give --build-arg SGLANG_IMAGE=lmsysorg/sglang:v"):
+            images.registry_base(bad)
+    with pytest.raises(images.BuildError, match="by digest"):   # refused before any source is exported
+        images.build_sglang("hopper", Path("/nonexistent-fork"), evidence=None)

@@ -32,13 +32,16 @@ def test_sglang_each_arm_as_deployed(write_profile):
         d["runtime"]["overlap_scheduler"] = True
         d["arms"][3].update(id="tree-b31-k8", budget=31)
         d["arms"].append({"id": "ar-no-overlap", "kind": "ar", "overlap_scheduler": False,
-                          "ablation": "overlap held off, as the speculative arms run"})
+                          "ablation": "overlap held off: AR's synchronous path"})
+        d["arms"].append({"id": "linear-b16-no-overlap", "kind": "linear", "block_size": 16,
+                          "overlap_scheduler": False, "ablation": "overlap held off: DFLASH's synchronous path"})
 
     cmds = commands(load_profile(write_profile(edit)))
     # AR keeps SGLang's defaults: overlap on, its own attention backend and page size
     assert not {"--disable-overlap-schedule", "--attention-backend", "--page-size"} & set(cmds["ar"].argv)
-    assert "--disable-overlap-schedule" in cmds["ar-no-overlap"].argv
-    for arm in ("linear-b16", "chain-b15", "tree-b31-k8"):   # the build turns overlap off for these
+    for arm in ("linear-b16", "chain-b15", "tree-b31-k8"):   # SGLang's V2 worker overlaps them as deployed
+        assert "--disable-overlap-schedule" not in cmds[arm].argv
+    for arm in ("ar-no-overlap", "linear-b16-no-overlap"):   # the ablations hold it off
         assert "--disable-overlap-schedule" in cmds[arm].argv
     assert flag(cmds["chain-b15"].argv, "--page-size") == "1" and "--attention-backend" not in cmds["chain-b15"].argv
     assert flag(cmds["tree-b31-k8"].argv, "--attention-backend") == "triton"

@@ -172,7 +172,7 @@ def test_overlay_check_needs_the_ddtree_build_served_from_this_hosts_layers(writ
     ok = load_profile(write_profile(lambda d: d["backend"].update(ddtree="fork") or
                                     d.update(diagnostics=["overlay-check"]), name="f.yaml"))
     assert ok.diagnostics == ["overlay-check"]
-    assert "overlay-check" in load_profile("h100-twin8b-sglang").diagnostics
+    assert "overlay-check" in load_profile("gpu-sglang-checks").diagnostics
 
 
 def test_rounds_needs_closed_loop_requests_and_gpu_time_needs_sglang_rounds(write_profile):

@@ -105,3 +105,21 @@ def test_the_hardware_row_of_external_servers_is_the_load_generators_host():
     text = str(front.hardware(_run_of({"kind": "external"}, gpus=["NVIDIA H200"])))
     assert text.startswith("load generator's host: Xeon, 16 cores") and "servers' hardware is theirs" in text
     assert "H200" in str(front.hardware(_run_of({"kind": "sglang", "runtime": "local"}, gpus=["NVIDIA H200"])))
+
+
+def test_a_speculative_ablation_reads_against_deployable_ar_and_is_never_the_best_linear():
+    """linear-b16-no-overlap (DFLASH on SGLang's synchronous path) faster than linear-b16 in a row: page 1 still
+    sets it against deployable AR and measures the tree against the deployable DFLASH."""
+    import pandas as pd
+
+    a = _ablation_analysis()
+    profile = a.run.profile.model_copy(update={"arms": [*a.run.profile.arms, a.run.profile.arm("linear-b16").model_copy(
+        update={"id": "linear-b16-no-overlap", "overlap_scheduler": False, "ablation": "overlap held off"})]})
+    a.run.profile, a.kinds = profile, {x.id: x.kind for x in profile.arms}
+    a.speedups = pd.concat([a.speedups, pd.DataFrame([
+        {**a.speedups.iloc[1].to_dict(), "arm": "linear-b16-no-overlap", "baseline": "ar", "speedup": 2.2,
+         "ablation": True}])], ignore_index=True)
+    a.summary = pd.concat([a.summary, pd.DataFrame({"arm": ["linear-b16-no-overlap"], "concurrency": 1,
+                                                    "throughput": [420.0]})], ignore_index=True)
+    assert front._ar(a, "linear-b16-no-overlap", 1)["speedup"] == 2.2
+    assert front.best_linear(a, {"rows": a.summary}) == "linear-b16"
