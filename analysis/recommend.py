@@ -3,8 +3,8 @@ tables/recommendation.csv alike (docs/metrics.md, "Recommendation").
 
 An arm is eligible in a group only when its own checks let it be: no failed check that bars a recommendation for
 it there (BARRING: its outputs are lossy, a cell failed or lost requests, too few requests, commit != depth + 1),
-and at least MIN_PAIRS repetitions for an interval. An ablation arm (a switch held equal only for symmetry) is
-measured, never eligible. Among eligible arms the pick is the simplest that no eligible arm beats at 95%
+and at least MIN_PAIRS repetitions for an interval. An ablation arm (a switch held equal only for symmetry) and a
+chain (DDTree with top-k 1: a check that it takes linear's steps) are measured, never eligible. Among eligible arms the pick is the simplest that no eligible arm beats at 95%
 confidence (simplicity: ar < linear < chain < tree, then the smaller budget and block). That rule does not depend
 on which arm is fastest, so it cannot pick an arm that a simpler-looking chain of "within noise" steps would
 hide: an arm beaten by any eligible arm is never the pick. Every other arm's row says why it was not picked.
@@ -21,9 +21,11 @@ from analysis.estimate import standings
 KIND_RANK = {"ar": 0, "linear": 1, "chain": 2, "tree": 3}
 MIN_PAIRS = 2
 # failed checks that take an arm out of the recommendation where they name it (a condition of the host, such as
-# drift or other work, warns and leaves it in)
+# drift or other work, warns and leaves it in): its outputs, its cells, its shape, and its counts (a server whose
+# τ disagrees with the client's, or whose outputs are not the lengths asked for, is miscounted or misconfigured)
 BARRING = ("lossless at T=0", "minimum requests", "cell finished", "errors <= 1%", "commit = depth + 1 (requests)",
-           "commit = depth + 1 (server log)", "server matches its arm")
+           "commit = depth + 1 (server log)", "server matches its arm", "tau server vs client",
+           "requested lengths honoured")
 COLUMNS = ["group", "sampling", "cuda_graphs", "concurrency", "arm", "kind", "throughput", "pairs", "eligible",
            "why_not", "beaten_by", "pick"]
 
@@ -62,7 +64,7 @@ def barred(checks: pd.DataFrame, arm: str, c: int, kind: str = "") -> list[str]:
     every arm shares, not a loss, so that check bars speculative arms only."""
     if checks is None or checks.empty:
         return []
-    pat = re.compile(rf"^{re.escape(arm)}(?: C={c}(?: rep \d+)?)?$")
+    pat = re.compile(rf"^{re.escape(arm)}(?: C={c}(?: rep \d+)?| input| output)?$")
     failed = checks[(checks["status"] == "fail") & checks["check"].isin(BARRING)]
     return sorted({r.check for r in failed.itertuples() if pat.match(str(r.scope))
                    and not (kind == "ar" and r.check == "lossless at T=0")})
@@ -81,6 +83,8 @@ def group_rows(a, g: dict) -> list[dict]:
         n = pairs(a.cells, r.arm, c)
         if p.arm(r.arm).ablation:
             why.insert(0, "an ablation, never deployed")
+        elif p.arm(r.arm).kind == "chain":   # top-k 1 takes linear's steps by construction: deploy the linear arm
+            why.insert(0, "a check of the tree code (it must equal linear), never deployed")
         if n < MIN_PAIRS:
             why.append(f"not enough evidence ({n} pair{'s' if n != 1 else ''})")
         rows.append({"group": g["title"], "sampling": g["sampling"], "cuda_graphs": g["graphs"], "concurrency": c,
@@ -90,10 +94,25 @@ def group_rows(a, g: dict) -> list[dict]:
     for x in rows:
         x["beaten_by"] = ", ".join(o for o in eligible if o != x["arm"]
                                    and standings.pair_ratio(a, o, x["arm"], c)["verdict"] == "faster")
+    # a deployable arm planned here that never finished a cell (a dead server) was never compared: it might beat
+    # every arm that ran, so nothing is picked
+    unmeasured = [{**rows[0], "arm": arm, "kind": p.arm(arm).kind, "throughput": float("nan"), "pairs": 0,
+                   "eligible": False, "why_not": f"not measured: no cell of it at C={c} finished", "beaten_by": ""}
+                  for arm in unmeasured_arms(a, g)] if rows else []
     unbeaten = [x for x in rows if x["eligible"] and not x["beaten_by"]]
-    if unbeaten:
+    if unbeaten and not unmeasured:
         min(unbeaten, key=lambda x: simplicity(p, x["arm"]))["pick"] = True
-    return rows
+    return rows + unmeasured
+
+
+def unmeasured_arms(a, g: dict) -> list[str]:
+    """Deployable arms of the group's setting planned at its C with no throughput there."""
+    cells, c = a.cells, g["c"]
+    graphs, setting = standings.graphs(a), standings.sampling(a)
+    measured = set(g["rows"]["arm"])
+    return [x.id for x in a.run.profile.arms if x.id not in measured and not x.ablation
+            and graphs.get(x.id) == g["graphs"] and setting.get(x.id) == g["sampling"]
+            and ((cells["arm"] == x.id) & (cells["concurrency"] == c)).any()]
 
 
 def recommendation(a) -> pd.DataFrame:

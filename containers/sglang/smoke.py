@@ -74,9 +74,18 @@ def parse_commands(commands: list[dict]) -> list[dict]:
     return out
 
 
-def package_dir(name: str) -> Path:
+def package_dir(name: str) -> Path | None:
     spec = importlib.util.find_spec(name)
-    return Path(spec.submodule_search_locations[0])
+    return Path(spec.submodule_search_locations[0]) if spec else None
+
+
+def version(name: str) -> str | None:
+    """An installed distribution's version; None for one the release no longer needs (flashinfer-cubin: 0.5.17's
+    flashinfer-python 0.6.15 no longer requires it)."""
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
 
 
 def ptxas_archs() -> dict:
@@ -96,13 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     need = sorted(int(x) for x in a.need_sm.split(","))
     doc: dict = {"python": platform.python_version(), "need_sm": need, "failures": []}
-    doc["versions"] = {n: md.version(n) for n in ("sglang", "sglang-kernel", "flashinfer-python", "flashinfer-cubin",
-                                                  "torch", "triton", "transformers")}
+    doc["versions"] = {n: version(n) for n in ("sglang", "sglang-kernel", "flashinfer-python", "flashinfer-cubin",
+                                               "torch", "triton", "transformers")}
     for item in filter(None, a.expect.split(",")):
-        name, _, version = item.partition("=")
-        got = doc["versions"].get(name) or md.version(name)
-        if got.split("+")[0] != version:  # a local tag (+cu130) names the same release
-            doc["failures"].append(f"{name} {got} is installed, the pin says {version}")
+        name, _, want = item.partition("=")
+        got = doc["versions"].get(name) or version(name)
+        if got is None or got.split("+")[0] != want:  # a local tag (+cu130) names the same release
+            doc["failures"].append(f"{name} {got or 'not'} is installed, the pin says {want}")
     for name, fn in (("ddtree_algorithm", check_algorithm), ("ddtree_worker", check_worker)):
         try:
             doc[name] = fn()
@@ -113,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     doc["failures"] += [f"{c['profile']}/{c['arm']}: {c.get('error') or c.get('misread')}"
                         for c in doc["commands"] if not c["ok"]]
     kernels = gpuarch.scan([package_dir("sgl_kernel")])
-    cubins = gpuarch.scan([package_dir("flashinfer_cubin")])
+    cubin_dir = package_dir("flashinfer_cubin")   # absent: flashinfer JIT-compiles what it runs
+    cubins = gpuarch.scan([cubin_dir]) if cubin_dir else {}
     doc["sgl_kernel_sm"] = {Path(k).relative_to(package_dir("sgl_kernel")).as_posix(): v for k, v in kernels.items()}
     doc["flashinfer_cubin_sm"] = {"files": len(cubins), "sass": gpuarch.union(cubins)}
     common = {k: v for k, v in doc["sgl_kernel_sm"].items() if "common_ops" in k}

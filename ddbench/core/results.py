@@ -35,6 +35,7 @@ import os
 import re
 import secrets
 import tempfile
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -154,7 +155,10 @@ def read_run_text(path: Path, errors: str = "strict") -> str | None:
     for p in (path.with_name(path.name + ".gz"), path):
         if p.is_file():
             data = p.read_bytes()
-            parts.append(gzip.decompress(data) if p.suffix == ".gz" else data)
+            try:
+                parts.append(gzip.decompress(data) if p.suffix == ".gz" else data)
+            except (OSError, EOFError, zlib.error) as e:   # a copy cut short: name the file, as a bad line does
+                raise ValueError(f"{p}: not a whole gzip file (truncated or corrupt): {e}") from None
     return b"".join(parts).decode(errors=errors) if parts else None
 
 

@@ -29,11 +29,11 @@ def block(heading: str) -> list[str]:
 
 
 def ddbench(words: list[str], cwd: Path, caller: Path | None = None, **kw) -> subprocess.CompletedProcess:
-    """`just VERB ...` or `.venv/bin/just VERB ...` as the justfile runs it: python -m ddbench VERB ..., from the
-    repository root, with the directory the user typed it in (caller) as just exports it."""
+    """`just VERB ...` or `.venv/bin/just VERB ...` as the justfile runs it: python -m ddbench VERB ..., with the
+    directory the user typed it in (caller, else cwd) as just exports it. Always set: under `just test`, the
+    test process inherits just's own (the repository root), and a file the command writes would land there."""
     assert words[0] in ("just", ".venv/bin/just"), words
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
-           **({"DDBENCH_CALLER_DIR": str(caller)} if caller else {})}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "DDBENCH_CALLER_DIR": str(caller or cwd)}
     return subprocess.run([sys.executable, "-m", "ddbench", *words[1:]], cwd=cwd, capture_output=True, text=True,
                           env=env, **kw)
 
@@ -45,6 +45,7 @@ def test_your_model_init_then_check_without_network(tmp_path):
         out = ddbench(shlex.split(line), tmp_path, timeout=300)
         assert out.returncode == 0, line + "\n" + out.stdout + out.stderr
     assert "chain-b15" in out.stdout and "tree-b15-k8" in out.stdout and "concurrency [1, 8, 32]" in out.stdout
+    assert (tmp_path / "mine.yaml").is_file()
 
 
 def test_your_server_three_commands_to_a_report(servers, tmp_path):

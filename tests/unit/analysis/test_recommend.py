@@ -101,3 +101,41 @@ def test_one_pair_is_not_enough_evidence_and_never_says_more_than_four_would():
     none = run({"ar": 100, "linear-b16": 208, "tree-b15-k8": 210}, ratios,
                reps={"ar": 1, "linear-b16": 1, "tree-b15-k8": 1})
     assert picked(none) == [] and "no recommendation" in sentence(none)
+
+
+def test_an_arm_that_never_answered_leaves_nothing_to_recommend():
+    """A dead URL: linear-b16's every cell failed, so AR was compared with nothing; AR alone is no verdict."""
+    a = run({"ar": 100}, [])
+    a.cells = pd.concat([a.cells, pd.DataFrame([{"arm": "linear-b16", "concurrency": 1, "repetition": r,
+                                                 "status": "failed"} for r in range(1, 5)])], ignore_index=True)
+    a.recommendation = recommend.recommendation(a)
+    assert picked(a) == []
+    assert "linear-b16: not measured: no cell of it at C=1 finished" in sentence(a)
+    assert picked(run({"ar": 100}, [])) == ["ar"]   # an arm the profile never planned there is no gap
+
+
+def test_a_miscounted_arm_is_barred_by_its_counts():
+    """Half its completion tokens lost: the server's τ and the client's part, the drawn lengths are missed."""
+    ratios = [("linear-b16", "ar", 2.0, 1.9, 2.1), ("tree-b15-k8", "ar", 2.3, 2.2, 2.4),
+              ("tree-b15-k8", "linear-b16", 1.15, 1.10, 1.20)]
+    for check, scope in (("tau server vs client", "tree-b15-k8 C=1 rep 2"),
+                         ("requested lengths honoured", "tree-b15-k8 output")):
+        a = run({"ar": 100, "linear-b16": 200, "tree-b15-k8": 230}, ratios, failed=[(check, scope)])
+        assert picked(a) == ["linear-b16"], check
+        assert f"but failed: {check}: not recommended" in sentence(a)
+
+
+def test_a_chain_is_a_check_never_the_pick():
+    """chain-b15 takes linear-b16's steps by construction: where linear cannot be picked (here: lossy), the chain
+    is not picked in its place, and says why."""
+    ARMS.append({"id": "chain-b15", "kind": "chain", "block_size": 16})
+    try:
+        a = run({"ar": 100, "linear-b16": 200, "chain-b15": 201},
+                [("linear-b16", "ar", 2.0, 1.9, 2.1), ("chain-b15", "ar", 2.01, 1.9, 2.1),
+                 ("chain-b15", "linear-b16", 1.0, 0.95, 1.05)],
+                failed=[("lossless at T=0", "linear-b16")])
+    finally:
+        ARMS.pop()
+    rec = a.recommendation.set_index("arm")
+    assert picked(a) == ["ar"]   # the only eligible arm: the chain does not stand in for a lossy linear
+    assert rec.loc["chain-b15", "why_not"] == "a check of the tree code (it must equal linear), never deployed"

@@ -25,7 +25,7 @@ def test_check_refuses_it_and_prints_the_build_otherwise(capsys):
     assert cli.main(["check", "qwen3-8b-1gpu-stock", "--set", TREE]) != 0
     assert "'tree-b15-k8': a tree arm" in capsys.readouterr().err
     assert cli.main(["check", "qwen3-8b-1gpu"]) == 0
-    assert "build SGLang 0.5.15 + the pinned DDTree fork" in capsys.readouterr().out
+    assert "build SGLang 0.5.17 + the pinned DDTree fork" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name, served", [("cpu-tiny", 4), ("qwen3-8b-1gpu", 4), ("h200-sglang-tiny", 2)])

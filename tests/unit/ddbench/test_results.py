@@ -150,3 +150,16 @@ def test_git_state_names_the_sent_commit_when_the_copy_says_so(monkeypatch):
     monkeypatch.setenv("DDBENCH_GIT_SHA", "a" * 40)
     monkeypatch.setenv("DDBENCH_GIT_DIRTY", "1")
     assert git_state() == {"sha": "a" * 40, "dirty": True, "from": "DDBENCH_GIT_SHA"}
+
+
+def test_a_packed_record_file_cut_short_is_an_error_naming_the_file(tmp_path):
+    import gzip
+
+    from ddbench.core.results import read_records
+
+    cell = tmp_path / "ar" / "c1-r1"
+    cell.mkdir(parents=True)
+    whole = gzip.compress(b'{"id": "x"}\n' * 200, mtime=0)
+    (cell / "requests-vm-1.jsonl.gz").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ValueError, match=r"requests-vm-1\.jsonl\.gz: not a whole gzip file \(truncated or corrupt\)"):
+        read_records(cell)
