@@ -94,7 +94,29 @@ SHAPE_FIELDS = (("speculative_num_draft_tokens", "block_size"), ("speculative_dd
                 ("speculative_ddtree_topk", "tree_topk"))
 
 
-def server_matches(arm, info: dict | None, taus: list[float], tokens: int | None = None) -> Check:
+def shape_evidence(arm, req: pd.DataFrame) -> list[str]:
+    """What an arm's own requests show its server cannot be with the declared block b: a request committing more
+    than b tokens a verify step on average (its prefill's token takes no step), or a draft accepted at depth b or
+    deeper (a block of b drafts b - 1)."""
+    if arm.kind == "ar" or arm.block_size is None or req is None or req.empty:
+        return []
+    r = req[(req["arm"] == arm.id) & req["ok"].astype(bool)]
+    out = []
+    if "spec_verify_ct" in r and "completion_tokens" in r:
+        steps = r["spec_verify_ct"].astype(float)
+        tau = ((r["completion_tokens"].astype(float) - 1) / steps.where(steps > 0)).max()
+        if np.isfinite(tau) and tau > arm.block_size:
+            out.append(f"a request committed {tau:.2f} tokens a verify step, which a block of {arm.block_size} cannot")
+    if "spec_accepted_depth_histogram" in r and len(r):
+        depth, has = dense(r["spec_accepted_depth_histogram"])
+        seen = [i for i in range(depth.shape[1]) if depth[has, i].sum() > 0] if has.any() else []
+        if seen and max(seen) >= arm.block_size:
+            out.append(f"drafts accepted at depth {max(seen)}, past a block of {arm.block_size}'s {arm.block_size - 1}")
+    return out
+
+
+def server_matches(arm, info: dict | None, taus: list[float], tokens: int | None = None,
+                   evidence: list[str] = ()) -> Check:
     """An external arm's declared kind and shape against what its server says of itself (server_info.json's
     /get_server_info or /server_info) and its own τ over the arm's cells: an 'ar' arm whose server runs a
     speculative algorithm or commits more than AR's tokens a step, a speculative arm whose server reports none
@@ -130,7 +152,8 @@ def server_matches(arm, info: dict | None, taus: list[float], tokens: int | None
                     wrong.append(f"{field} {value} against the arm's {attr} {want}")
             except (TypeError, ValueError):   # e.g. a record whose value was redacted: the shape goes unchecked
                 said.append(f"its {field} {value!r} is not a number, so the arm's {attr} is not checked")
-    if not raw and not np.isfinite(tau):
+    wrong += list(evidence)   # the arm's own requests against its declared block
+    if not raw and not np.isfinite(tau) and not wrong:
         return Check(SERVER_MATCHES, arm.id, NA, "; ".join(said))
     return Check(SERVER_MATCHES, arm.id, FAIL if wrong else PASS,
                  "; ".join(wrong + said) if wrong else "; ".join(said) + f": consistent with a '{arm.kind}' arm")
@@ -151,7 +174,8 @@ def _server_matches(run: Run, cells: pd.DataFrame) -> list[Check]:
         except (OSError, ValueError):
             info = None
         w = run.profile.workload
-        out.append(server_matches(arm, info, taus, w.max_tokens if w.ignore_eos else None))
+        out.append(server_matches(arm, info, taus, w.max_tokens if w.ignore_eos else None,
+                                  shape_evidence(arm, run.requests)))
     return out
 
 

@@ -58,3 +58,24 @@ def test_a_shape_field_that_is_not_a_number_is_named_not_a_crash():
     assert redacted.status == PASS
     assert "its speculative_num_draft_tokens '<redacted>' is not a number, so the arm's block_size is not checked" \
         in redacted.evidence
+
+
+def test_a_mislabelled_block_is_caught_by_the_arms_own_requests():
+    """A DFLASH server with a b16 drafter declared as block_size 8: its server info may say nothing of the block,
+    but its requests commit more than 8 tokens a step and accept drafts deeper than 7."""
+    import pandas as pd
+
+    from analysis.trust.checks import shape_evidence
+
+    b8 = Arm(id="linear-b8", kind="linear", block_size=8, url="http://127.0.0.1:30001")
+    req = pd.DataFrame([{"arm": "linear-b8", "ok": True, "completion_tokens": 65, "spec_verify_ct": 6,
+                         "spec_accepted_depth_histogram": [0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5]}])
+    said = shape_evidence(b8, req)
+    assert said == ["a request committed 10.67 tokens a verify step, which a block of 8 cannot",
+                    "drafts accepted at depth 15, past a block of 8's 7"]
+    check = server_matches(b8, info(speculative_algorithm="DFLASH"), [4.7], evidence=said)
+    assert check.status == FAIL and "10.67 tokens a verify step" in check.evidence
+    # the same requests under the block they came from, and a full b16 chain (16 x 4 + the prefill's token)
+    assert shape_evidence(LINEAR, req) == []
+    full = req.assign(arm="linear-b16", completion_tokens=65, spec_verify_ct=4)
+    assert shape_evidence(LINEAR, full) == []
