@@ -4,10 +4,12 @@ tables/recommendation.csv alike (docs/metrics.md, "Recommendation").
 An arm is eligible in a group only when its own checks let it be: no failed check that bars a recommendation for
 it there (BARRING: its outputs are lossy, a cell failed or lost requests, too few requests, commit != depth + 1),
 and at least MIN_PAIRS repetitions for an interval. An ablation arm (a switch held equal only for symmetry) and a
-chain (DDTree with top-k 1: a check that it takes linear's steps) are measured, never eligible. Among eligible arms the pick is the simplest that no eligible arm beats at 95%
-confidence (simplicity: ar < linear < chain < tree, then the smaller budget and block). That rule does not depend
-on which arm is fastest, so it cannot pick an arm that a simpler-looking chain of "within noise" steps would
-hide: an arm beaten by any eligible arm is never the pick. Every other arm's row says why it was not picked.
+chain (DDTree with top-k 1: a check that it takes linear's steps) are measured, never eligible. Among eligible arms
+the pick is the simplest that no eligible arm beats at 95% confidence (simplicity: ar < linear < chain < tree, then
+the smaller budget and block). That rule does not depend on which arm is fastest, so it cannot pick an arm that a
+simpler-looking chain of "within noise" steps would hide: an arm beaten by any eligible arm is never the pick. Every
+other arm's row says why it was not picked. A deployable arm planned in a group that finished no cell there leaves
+the group without a pick: nothing was compared with it.
 """
 
 from __future__ import annotations

@@ -204,7 +204,8 @@ def speedups(run: Run, cells: pd.DataFrame, boots: dict) -> tuple[pd.DataFrame, 
         for kind in kinds:
             bases = baseline_for(run, arm.id, kind)
             deployable = [b for b in bases if not p.arm(b).ablation]
-            ablations = [b for b in bases if p.arm(b).ablation and (not arm.ablation or p.arm(b).ablation == arm.ablation)]
+            ablations = [b for b in bases
+                         if p.arm(b).ablation and (not arm.ablation or p.arm(b).ablation == arm.ablation)]
             for c in run.profile.load.concurrency:
                 for group in (deployable, *([b] for b in ablations)):
                     why = None

@@ -161,7 +161,8 @@ def test_metric_families_and_summary_of_a_vllm_server():
 def test_only_fields_that_hold_a_credential_are_redacted():
     info = {"api_key": "sk-1", "hf_token": "hf_x", "adminPassword": "p", "ssl_keyfile": "/k.pem", "api_keys": ["a"],
             "speculative_num_draft_tokens": 16, "max_total_num_tokens": 9, "token_capacity": 9,
-            "tokenizer_path": "/t", "keyword": "x", "hf_token_unset": None, "nested": [{"secret": "s", "n": "sk-1 in text"}]}
+            "tokenizer_path": "/t", "keyword": "x", "hf_token_unset": None,
+            "nested": [{"secret": "s", "n": "sk-1 in text"}]}
     out = external.scrub(info, ["sk-1"])
     assert [k for k, v in out.items() if v == "<redacted>"] == ["api_key", "hf_token", "adminPassword", "ssl_keyfile",
                                                                  "api_keys"]

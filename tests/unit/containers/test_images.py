@@ -33,7 +33,8 @@ def test_every_base_image_is_pinned_by_digest(path):
             continue
         # the registry variants' base comes as a build arg with no default, checked by digest when the build starts
         # (containers.images.registry_base)
-        assert "@sha256:" in image or re.search(r"@SGLANG_(DIGEST|IMAGE)$", image), f"{path}: FROM {image} is not pinned"
+        pinned = "@sha256:" in image or re.search(r"@SGLANG_(DIGEST|IMAGE)$", image)
+        assert pinned, f"{path}: FROM {image} is not pinned"
 
 
 @pytest.mark.parametrize("variant", ["cpu", "cuda"])
