@@ -13,11 +13,12 @@ manifest yet). Everything goes under RUN_DIR/diagnostics/, which no analysis of 
 cells reads as an arm. The environment must be what `setup.sh harness sglang sglang-ddtree`
 exported.
 
-overlay-check: once per DDTree build, the build's DFLASH must take the same verify steps as stock
-SGLang 0.5.15's DFLASH on the same prompts (the trial of 2026-12-01: 58 and 58 with the upstream
-rope fix cherry-picked, 170 without it). The arm (default: the profile's first linear arm with
-CUDA graphs on) is brought up twice with the same command line, less on the stock side the flags only
-the fork knows (--speculative-ddtree-*, which stock SGLang refuses): "stock", with PYTHONPATH
+overlay-check: once per DDTree build, the build's DFLASH must take the same verify steps as the stock
+SGLang release's DFLASH (the sglang layer's) on the same prompts (on the old pin, the trial of
+2026-12-01: 58 and 58 with the upstream rope fix cherry-picked, 170 without it). The arm (default: the
+profile's first linear arm with CUDA graphs on) is brought up twice with the same command line, less on
+the stock side the flags only the fork knows (--speculative-ddtree-*, which stock SGLang refuses):
+"stock", with PYTHONPATH
 without the sglang-ddtree site (so `sglang` is the stock layer's), then "fork", with PYTHONPATH as
 set up (the fork's `sglang` first). Verify steps are the /metrics counter
 sglang:spec_verify_calls_total, scraped before and after each request (so the server's own

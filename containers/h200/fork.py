@@ -22,7 +22,7 @@ On the device, `setup.sh harness sglang sglang-ddtree` unpacks it into /tmp/site
 and puts that first on PYTHONPATH: its `sglang` package shadows the stock layer's whole (as the
 trial of 2026-12-01 replaced the package directory), while sglang-kernel, flashinfer and
 transformers stay the stock layer's. The stock layer stays untouched beside it, so `setup.sh
-harness sglang` (without the fork) still serves stock 0.5.15, and the overlay check
+harness sglang` (without the fork) still serves the stock release, and the overlay check
 (containers/h200/diagnostics.py) switches between the two by PYTHONPATH.
 """
 
