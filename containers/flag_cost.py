@@ -65,7 +65,8 @@ def summary(rows: list[dict]) -> list[dict]:
     for (server, length) in dict.fromkeys((r["server"], r["max_tokens"]) for r in rows):
         g = [r for r in rows if r["server"] == server and r["max_tokens"] == length]
         out.append({"server": server, "max_tokens": length, "requests": len(g),
-                    "tok_s": statistics.fmean(r["tok_s"] for r in g), "tpot_ms": statistics.fmean(r["tpot_ms"] for r in g),
+                    "tok_s": statistics.fmean(r["tok_s"] for r in g),
+                    "tpot_ms": statistics.fmean(r["tpot_ms"] for r in g),
                     "ttft_ms": statistics.median(r["ttft_ms"] for r in g)})
     return out
 
