@@ -79,6 +79,7 @@ def pairs(cells: pd.DataFrame, arm: str, c: int) -> int:
 
 def group_rows(a, g: dict) -> list[dict]:
     p, c = a.run.profile, g["c"]
+    group = {"group": g["title"], "sampling": g["sampling"], "cuda_graphs": g["graphs"], "concurrency": c}
     rows = []
     for r in g["rows"].itertuples():
         why = [f"failed: {x}" for x in barred(a.checks, r.arm, c, p.arm(r.arm).kind)]
@@ -89,8 +90,7 @@ def group_rows(a, g: dict) -> list[dict]:
             why.insert(0, "a check of the tree code (it must equal linear), never deployed")
         if n < MIN_PAIRS:
             why.append(f"not enough evidence ({n} pair{'s' if n != 1 else ''})")
-        rows.append({"group": g["title"], "sampling": g["sampling"], "cuda_graphs": g["graphs"], "concurrency": c,
-                     "arm": r.arm, "kind": p.arm(r.arm).kind, "throughput": float(r.throughput), "pairs": n,
+        rows.append({**group, "arm": r.arm, "kind": p.arm(r.arm).kind, "throughput": float(r.throughput), "pairs": n,
                      "eligible": not why, "why_not": "; ".join(why), "beaten_by": "", "pick": False})
     eligible = [x["arm"] for x in rows if x["eligible"]]
     for x in rows:
@@ -98,9 +98,9 @@ def group_rows(a, g: dict) -> list[dict]:
                                    and standings.pair_ratio(a, o, x["arm"], c)["verdict"] == "faster")
     # a deployable arm planned here that never finished a cell (a dead server) was never compared: it might beat
     # every arm that ran, so nothing is picked
-    unmeasured = [{**rows[0], "arm": arm, "kind": p.arm(arm).kind, "throughput": float("nan"), "pairs": 0,
-                   "eligible": False, "why_not": f"not measured: no cell of it at C={c} finished", "beaten_by": ""}
-                  for arm in unmeasured_arms(a, g)] if rows else []
+    unmeasured = [{**group, "arm": arm, "kind": p.arm(arm).kind, "throughput": float("nan"), "pairs": 0,
+                   "eligible": False, "why_not": f"not measured: no cell of it at C={c} finished", "beaten_by": "",
+                   "pick": False} for arm in unmeasured_arms(a, g)]
     unbeaten = [x for x in rows if x["eligible"] and not x["beaten_by"]]
     if unbeaten and not unmeasured:
         min(unbeaten, key=lambda x: simplicity(p, x["arm"]))["pick"] = True

@@ -274,8 +274,6 @@ def build_sglang(variant: str, fork_git: Path, tag: str | None = None, build_arg
         commands.write_text(json.dumps(sglang_commands(), indent=1) + "\n")
         files = sglang_files(variant, Path(tmp) / "ddtree", commands)
         args = {**sglang_build_args(variant, source), **(build_args or {})}
-        if variant != "local":
-            args["SGLANG_IMAGE"] = registry_base(args)
         if variant == "local":
             lock = (HERE / "sglang" / "requirements.lock").read_bytes()
             args["LOCK_SHA256"] = hashlib.sha256(lock).hexdigest()

@@ -199,9 +199,7 @@ def speedups(run: Run, cells: pd.DataFrame, boots: dict) -> tuple[pd.DataFrame, 
         # deployable arm of its own kind (what the switch is worth), and against the arms that hold the same
         # switch (the comparison as the ablated path runs it)
         kinds = BASELINES.get(arm.kind, ())
-        if arm.ablation:
-            kinds = (arm.kind, *(k for k in kinds if k != arm.kind))
-        for kind in kinds:
+        for kind in (arm.kind, *kinds) if arm.ablation else kinds:
             bases = baseline_for(run, arm.id, kind)
             deployable = [b for b in bases if not p.arm(b).ablation]
             ablations = [b for b in bases

@@ -109,9 +109,9 @@ def shape_evidence(arm, req: pd.DataFrame) -> list[str]:
             out.append(f"a request committed {tau:.2f} tokens a verify step, which a block of {arm.block_size} cannot")
     if "spec_accepted_depth_histogram" in r and len(r):
         depth, has = dense(r["spec_accepted_depth_histogram"])
-        seen = [i for i in range(depth.shape[1]) if depth[has, i].sum() > 0] if has.any() else []
-        if seen and max(seen) >= arm.block_size:
-            out.append(f"drafts accepted at depth {max(seen)}, past a block of {arm.block_size}'s {arm.block_size - 1}")
+        seen = np.flatnonzero(depth[has].sum(axis=0))
+        if len(seen) and seen[-1] >= arm.block_size:
+            out.append(f"drafts accepted at depth {seen[-1]}, past a block of {arm.block_size}'s {arm.block_size - 1}")
     return out
 
 

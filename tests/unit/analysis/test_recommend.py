@@ -14,11 +14,11 @@ ARMS = [{"id": "ar", "kind": "ar"}, {"id": "linear-b16", "kind": "linear", "bloc
         {"id": "tree-b15-k8", "kind": "tree", "block_size": 16, "budget": 15, "topk": 8}]
 
 
-def run(throughput: dict, ratios: list, failed=(), reps=None):
+def run(throughput: dict, ratios: list, failed=(), reps=None, arms=ARMS):
     """A stand-in analysis at C=1: throughput per arm, ratios as (arm, baseline, r, lo, hi), failed checks as
     (check, scope), ok repetitions per arm (4 each unless given)."""
     p = Profile.model_validate({
-        "name": "hand", "backend": {"kind": "refengine"}, "models": {"target": "t", "drafter": "d"}, "arms": ARMS,
+        "name": "hand", "backend": {"kind": "refengine"}, "models": {"target": "t", "drafter": "d"}, "arms": arms,
         "workload": {"prompt_set": "p.jsonl", "max_tokens": 8}, "load": {"concurrency": [1], "requests_per_user": 2}})
     reps = reps or {}
     summary = pd.DataFrame([{"arm": a, "concurrency": 1, "throughput": t} for a, t in throughput.items()])
@@ -32,7 +32,7 @@ def run(throughput: dict, ratios: list, failed=(), reps=None):
                               "verdict": "faster" if lo > 1 else "slower" if hi < 1 else "within noise"}
                              for x, y, r, lo, hi in ratios])
     a = SimpleNamespace(run=SimpleNamespace(profile=p, manifest=SimpleNamespace(models={})), summary=summary,
-                        cells=cells, checks=checks, speedups=speedups, kinds={x["id"]: x["kind"] for x in ARMS})
+                        cells=cells, checks=checks, speedups=speedups, kinds={x["id"]: x["kind"] for x in arms})
     a.recommendation = recommend.recommendation(a)
     return a
 
@@ -128,14 +128,11 @@ def test_a_miscounted_arm_is_barred_by_its_counts():
 def test_a_chain_is_a_check_never_the_pick():
     """chain-b15 takes linear-b16's steps by construction: where linear cannot be picked (here: lossy), the chain
     is not picked in its place, and says why."""
-    ARMS.append({"id": "chain-b15", "kind": "chain", "block_size": 16})
-    try:
-        a = run({"ar": 100, "linear-b16": 200, "chain-b15": 201},
-                [("linear-b16", "ar", 2.0, 1.9, 2.1), ("chain-b15", "ar", 2.01, 1.9, 2.1),
-                 ("chain-b15", "linear-b16", 1.0, 0.95, 1.05)],
-                failed=[("lossless at T=0", "linear-b16")])
-    finally:
-        ARMS.pop()
+    a = run({"ar": 100, "linear-b16": 200, "chain-b15": 201},
+            [("linear-b16", "ar", 2.0, 1.9, 2.1), ("chain-b15", "ar", 2.01, 1.9, 2.1),
+             ("chain-b15", "linear-b16", 1.0, 0.95, 1.05)],
+            failed=[("lossless at T=0", "linear-b16")],
+            arms=[*ARMS, {"id": "chain-b15", "kind": "chain", "block_size": 16}])
     rec = a.recommendation.set_index("arm")
     assert picked(a) == ["ar"]   # the only eligible arm: the chain does not stand in for a lossy linear
     assert rec.loc["chain-b15", "why_not"] == "a check of the tree code (it must equal linear), never deployed"
