@@ -8,6 +8,9 @@ from ddbench.core.records import RequestRecord
 from ddbench.core.results import record_files
 from loadtests.rounds import Target, rotation, run_stretch
 
+# the most a unit's users take to start sending once the unit is handed to them (threads on a busy 2-core host)
+HANDOFF_NS = 20e6
+
 
 def test_rotation_puts_every_arm_in_every_place():
     arms = ["a", "b", "c"]
@@ -68,11 +71,12 @@ def test_a_block_unit_keeps_each_user_sending_for_its_seconds(null_server, tmp_p
         for j in (0, 1):
             for u in (0, 1):
                 mine = sorted((r for r in rs if r.round == j and r.user == u), key=lambda r: r.send_ns)
-                # back to back, the last one sent before the block's 0.6 s were up
+                # back to back, the last one sent before the block's 0.6 s were up and ended after them; the
+                # block's clock starts as the unit is handed to its users, a moment before the first request leaves
                 assert len(mine) >= 2
                 assert all(b.send_ns >= a.end_ns for a, b in zip(mine, mine[1:], strict=False))
                 first = min(r.send_ns for r in rs if r.round == j)
-                assert mine[-1].send_ns - first < 0.6e9 <= mine[-1].end_ns - first
+                assert mine[-1].send_ns - first < 0.6e9 <= mine[-1].end_ns - first + HANDOFF_NS
     # the faster server gets through more requests in the same seconds, along the same prompt sequence
     assert len(recs["fast"]) > 1.5 * len(recs["slow"])
     def sequence(arm, j, u):
