@@ -164,3 +164,54 @@ def test_bench_in_one_line_writes_the_profile_and_runs_it(servers, tmp_path):
     assert done.report.is_file()
     good = pd.read_csv(done.tables / "goodput.csv")
     assert len(good) == 4 and (good["slo_share"] > 0).all()
+
+
+def test_sglang_shaped_dflash_and_ddtree_servers_are_measured_to_a_report(refengine_servers, tmp_path):
+    """Reference-engine AR, DFLASH and DDTREE servers behind fronts that describe themselves as the pinned SGLang
+    does (every ServerArgs field, sizes named *_tokens, the --api-key echoed): every field but the key survives,
+    each server matches its arm's shape, and the run ends 0 with a report."""
+    from sglang_front import server_info
+
+    from containers.launch import refengine_command, sglang_command
+    from ddbench.core.profile import load_profile
+
+    shipped = load_profile("gpu-sglang-checks")
+    arms = [a for a in shipped.arms if a.id in ("ar", "linear-b16", "tree-b15-k8")]
+    urls = {}
+    for arm in arms:
+        ref = refengine_command(load_profile("cpu-tiny"), arm, port=refengine_servers.free_port())
+        argv = [sys.executable if a == "python3" else a for a in ref.argv] + ["--dtype", "float32"]
+        upstream = refengine_servers.launch(argv, int(argv[argv.index("--port") + 1]), tmp_path / f"{arm.id}.log",
+                                            env={**os.environ, **ref.env, "OMP_NUM_THREADS": "1"})
+        info = server_info(sglang_command(shipped, arm).argv + ["--api-key", KEY], "ddtree-fork-433c58ed")
+        (tmp_path / f"{arm.id}.json").write_text(json.dumps(info))
+        port = refengine_servers.free_port()
+        urls[arm.id] = refengine_servers.launch(
+            [sys.executable, "tests/e2e/sglang_front.py", "--upstream", upstream, "--port", str(port),
+             "--info", str(tmp_path / f"{arm.id}.json")], port, tmp_path / f"{arm.id}-front.log",
+            env={**os.environ, "PYTHONPATH": str(REPO)})
+    shapes = {"ar": {}, "linear-b16": {"block_size": 16}, "tree-b15-k8": {"block_size": 16, "budget": 15, "topk": 8}}
+    profile = {"name": "sglang-shaped", "backend": {"kind": "external"},
+               "models": {"target": TARGET, "drafter": DRAFTER},
+               "arms": [{"id": a.id, "kind": a.kind, **shapes[a.id], "url": urls[a.id],
+                         "api_key_env": "DDBENCH_E2E_AUTH"} for a in arms],
+               "workload": {"prompt_set": "loadtests/prompts/chat.jsonl", "max_tokens": 16, "temperature": 0},
+               "load": {"concurrency": [1], "warmup_requests": 1, "requests_per_user": 10, "repetitions": 2}}
+    out, run = reproduce_profile(profile, tmp_path, {"DDBENCH_E2E_AUTH": KEY})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert run.report.is_file()
+
+    # the sizes whose names hold "token" are kept, the key is not, and its value is in no file of the run
+    tree = json.loads((run.path / "tree-b15-k8" / "server_info.json").read_text())["endpoints"]["/get_server_info"]
+    assert tree["speculative_algorithm"] == "DDTREE" and tree["speculative_num_draft_tokens"] == 16
+    assert (tree["speculative_ddtree_budget"], tree["speculative_ddtree_topk"]) == (15, 8)
+    assert tree["max_total_num_tokens"] > 0 and tree["internal_states"][0]["memory_usage"]["token_capacity"] > 0
+    assert tree["api_key"] == "<redacted>" and tree["internal_states"][0]["api_key"] == "<redacted>"
+    assert [str(f) for f in run.path.rglob("*") if f.is_file() and KEY.encode() in f.read_bytes()] == []
+
+    checks = pd.read_csv(run.tables / "checks.csv", keep_default_na=False)
+    matches = checks[checks["check"] == "server matches its arm"].set_index("scope")
+    assert (matches["status"] == "pass").all(), matches.to_dict()
+    assert "speculative_algorithm 'DDTREE'" in matches.loc["tree-b15-k8", "evidence"]
+    flat = " ".join(subprocess.run(["pdftotext", str(run.report), "-"], capture_output=True, text=True).stdout.split())
+    assert "DDTREE" in flat and "tree-b15-k8" in flat
