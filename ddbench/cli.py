@@ -151,7 +151,8 @@ def check(argv: list[str]) -> int:
                                  "reproduce's preflight: what this host lacks is listed, what the profile gets wrong "
                                  "fails the check.")
     ap.add_argument("profile", help="a shipped profile's name (cpu-tiny) or a path to a YAML file")
-    ap.add_argument("--probe", action="store_true", help="also ask each arm's url whether a server answers there")
+    ap.add_argument("--no-probe", dest="probe", action="store_false",
+                    help="do not ask each arm's url whether a server answers there (a profile for another host)")
     add_set_option(ap)
     args = ap.parse_args(argv)
     try:

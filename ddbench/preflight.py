@@ -1,6 +1,6 @@
 """What must hold before a run starts, found without starting anything. `ddbench check` and `reproduce` ask
 the same questions: check fails on what is wrong in the profile for this user (a prompt set, a build that
-cannot serve an arm, an API key's variable unset, and with --probe a server that does not answer), and
+cannot serve an arm, an API key's variable unset, a server at an arm's url that does not answer), and
 lists what this host lacks (a GPU, TeX, an image) without failing, so that any shipped profile checks
 anywhere; reproduce refuses to start on either."""
 
@@ -62,7 +62,7 @@ def host_problems(profile: Profile, report: bool = True) -> list[str]:
 
 
 def unanswered(profile: Profile) -> list[str]:
-    """Each arm with a URL whose server does not answer /v1/models, and why (--probe)."""
+    """Each arm with a URL whose server does not answer /v1/models, and why (check skips it with --no-probe)."""
     from containers.external import headers, unreachable
 
     return [f"arms[{i}].url (arm '{arm.id}'): {why}" for i, arm in enumerate(profile.arms)

@@ -1,5 +1,5 @@
-"""`ddbench check` asks reproduce's preflight: an unset api_key_env variable or (with --probe) a server that does
-not answer fails the check; what the host lacks is listed without failing it."""
+"""`ddbench check` asks reproduce's preflight: an unset api_key_env variable or a server that does not answer at
+an arm's url (unless --no-probe) fails the check; what the host lacks is listed without failing it."""
 
 import yaml
 
@@ -26,14 +26,14 @@ def test_an_unset_key_variable_fails_check_as_it_stops_reproduce(tmp_path, monke
     assert preflight.problems(load_profile(str(path)), report=False) == [
         "arms[0].api_key_env (arm 'ar'): environment variable MINE_KEY is not set"]
     monkeypatch.setenv("MINE_KEY", "k")
-    assert cli.check([str(path)]) == 0
+    assert cli.check([str(path), "--no-probe"]) == 0
 
 
-def test_probe_asks_each_url(tmp_path, capsys):
+def test_check_asks_each_url_unless_told_not_to(tmp_path, capsys):
     path = external(tmp_path)
-    assert cli.check([str(path)]) == 0          # nothing is asked without --probe
-    assert cli.check([str(path), "--probe"]) == cli.EXIT_ERROR
+    assert cli.check([str(path)]) == cli.EXIT_ERROR
     assert "arms[0].url (arm 'ar'): no server answers at http://127.0.0.1:9" in capsys.readouterr().err
+    assert cli.check([str(path), "--no-probe"]) == 0          # a profile for servers on another host
 
 
 def test_what_the_host_lacks_is_listed_and_check_passes(monkeypatch, capsys):
