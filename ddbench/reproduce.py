@@ -47,9 +47,11 @@ from ddbench.core.results import (
     write_text_atomic,
 )
 from ddbench.preflight import problems
+from ddbench.progress_lines import ProgressLines
 from loadtests import random_prompts
 
-console = Console(stderr=True)
+# soft_wrap: a line that is not a terminal's (a log, CI) keeps its length, so a printed command pastes whole
+console = Console(stderr=True, soft_wrap=True)
 # exit status (README's recipes table and --help say the same); a condition of the host (drift, other work)
 # warns in the report and keeps 0
 EXIT_NOT_CLEAN = 3     # the report is written, but a planned cell failed or a check that bars an arm failed
@@ -246,7 +248,8 @@ def sweep(profile: Profile, run: RunDir, reps: range | None = None) -> dict | No
     _mark(run, marked | {r for a, c, r in todo if run.cell_dir(a, c, r).exists()})
     columns = (TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn())
-    with Progress(*columns, console=console) as progress:
+    bar = Progress(*columns, console=console) if console.is_terminal else ProgressLines(console)
+    with bar as progress:
         task = progress.add_task("starting", total=len(todo))
         tokenizer = random_prompts.profile_tokenizer(profile)
         runner = make_cell_runner(progress, task, tokenizer)
