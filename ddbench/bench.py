@@ -1,7 +1,7 @@
 """`ddbench bench --arm ID=URL [--arm ID=URL ...]`: servers you run, measured in one line.
 
     just bench --arm ar=http://h:30000 --arm linear-b16=http://h:30001 [--concurrency 1,8,32 | --rate 2,4,8]
-               [--slo ttft_ms=200,tpot_ms=30] [-o mine.yaml]
+               [--api completions] [--slo ttft_ms=200,tpot_ms=30] [-o mine.yaml]
 
 Peers' bench tools take a URL and flags; this is the same door into ddbench. It writes the external profile
 it runs (-o, default bench.yaml where you typed the command), so that `just reproduce mine.yaml` repeats it,
@@ -78,7 +78,8 @@ def profile(a: argparse.Namespace, name: str) -> dict:
     out = {"name": name, "description": "servers measured as found, written by ddbench bench",
            "backend": {"kind": "external"},
            "arms": [arm(s, a.block, a.api_key_env, a.model) for s in a.arm],
-           "workload": {"prompt_set": a.prompts, "max_tokens": a.max_tokens, "temperature": 0, "ignore_eos": True},
+           "workload": {"prompt_set": a.prompts, "api": a.api, "max_tokens": a.max_tokens, "temperature": 0,
+                        "ignore_eos": True},
            "load": load(a)}
     if a.slo:
         out["slo"] = Slo(**key_values(a.slo, "--slo")).model_dump(exclude_none=True)
@@ -98,6 +99,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--repetitions", type=int, default=3, help="cells per arm and level, interleaved (default 3)")
     ap.add_argument("--max-tokens", type=int, default=256, help="tokens each request generates (default 256)")
     ap.add_argument("--prompts", default="loadtests/prompts/chat.jsonl", help="prompt set (a JSONL path, pypi:...)")
+    ap.add_argument("--api", choices=("chat", "completions"), default="chat",
+                    help="the endpoint: /v1/chat/completions (default) or /v1/completions")
     ap.add_argument("--slo", help="objectives for goodput, e.g. ttft_ms=200,tpot_ms=30")
     ap.add_argument("--block", type=int, default=16, help="the drafter's block size, for tree arms (default 16)")
     ap.add_argument("--api-key-env", help="the NAME of the variable holding every server's API key")

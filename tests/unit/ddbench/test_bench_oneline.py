@@ -34,6 +34,7 @@ def test_it_writes_the_profile_it_would_run(tmp_path, monkeypatch, capsys):
     p = load_profile(str(out))
     assert p.name == "mine" and p.backend.kind == "external" and [a.id for a in p.arms] == ["ar", "linear-b16"]
     assert p.load.concurrency == [1, 8, 32] and p.slo.text == "TTFT <= 200 ms, TPOT <= 30 ms"
+    assert p.workload.api == "chat"
     assert yaml.safe_load(out.read_text())["arms"][1]["url"] == "http://h:2"
     # an existing profile is kept; --slo that is not key=value is refused before anything runs
     assert bench.main(["--arm", "ar=http://h:1", "-o", str(out)]) == 1
@@ -52,3 +53,10 @@ def test_rates_make_an_open_loop_sweep(tmp_path, monkeypatch, capsys):
     assert [a.id for a in p.measured_arms()][:2] == ["ar@q2", "tree-b15-k8@q2"]
     assert bench.main(["--arm", "ar=http://h:1", "--rate", "fast", "-o", str(tmp_path / "x.yaml")]) == 1
     assert "--rate fast: give requests/s" in capsys.readouterr().err
+
+
+def test_api_completions_measures_the_completions_endpoint(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench.reproduce, "main", lambda argv: 0)
+    out = tmp_path / "plain.yaml"
+    assert bench.main(["--arm", "ar=http://h:1", "--api", "completions", "-o", str(out)]) == 0
+    assert load_profile(str(out)).workload.api == "completions"
