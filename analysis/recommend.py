@@ -3,8 +3,9 @@ tables/recommendation.csv alike (docs/metrics.md, "Recommendation").
 
 An arm is eligible in a group only when its own checks let it be: no failed check that bars a recommendation for
 it there (BARRING: its outputs are lossy, a cell failed or lost requests, too few requests, commit != depth + 1),
-and at least MIN_PAIRS repetitions for an interval. An ablation arm (a switch held equal only for symmetry) and a
-chain (DDTree with top-k 1: a check that it takes linear's steps) are measured, never eligible. Among eligible arms
+and at least MIN_PAIRS repetitions for an interval. An ablation arm (a switch held equal only for symmetry), a
+chain (DDTree with top-k 1: a check that it takes linear's steps) and, in a rate sweep, an arm that could not keep
+up with the rate offered (it served under 95% of the arrivals) are measured, never eligible. Among eligible arms
 the pick is the simplest that no eligible arm beats at 95% confidence (simplicity: ar < linear < chain < tree, then
 the smaller budget and block). That rule does not depend on which arm is fastest, so it cannot pick an arm that a
 simpler-looking chain of "within noise" steps would hide: an arm beaten by any eligible arm is never the pick. Every
@@ -44,14 +45,12 @@ def groups(a) -> list[dict]:
         return []
     g, st = standings.graphs(a), standings.sampling(a)
     s = s.assign(cuda_graphs=s["arm"].map(g), sampling=s["arm"].map(st)).dropna(subset=["throughput"])
-    many_settings, many_graphs = s["sampling"].nunique() > 1, s["cuda_graphs"].nunique() > 1
     order = {x.id: i for i, x in enumerate(a.run.profile.arms)}
     out = []
     for (setting, on, c), d in s.groupby(["sampling", "cuda_graphs", "concurrency"], sort=True):
-        title = f"C={int(c)}" + (f", sampling {setting}" if many_settings else "") + \
-            (f", CUDA graphs {'on' if on else 'off'}" if many_graphs else "")
         d = d.assign(_o=d["arm"].map(order)).sort_values("_o")
-        out.append({"title": title, "c": int(c), "rows": d, "sampling": setting, "graphs": bool(on)})
+        out.append({"title": standings.group_title(a, d["arm"].iloc[0], int(c)), "c": int(c), "rows": d,
+                    "sampling": setting, "graphs": bool(on)})
     # the profile's order of settings (and of offered rates: q2 before q16), as its measured arms run them
     setting_order = {}
     for label in st.values():
@@ -90,6 +89,8 @@ def group_rows(a, g: dict) -> list[dict]:
             why.insert(0, "a check of the tree code (it must equal linear), never deployed")
         if n < MIN_PAIRS:
             why.append(f"not enough evidence ({n} pair{'s' if n != 1 else ''})")
+        if (served := saturated(a, r.arm)) is not None:
+            why.append(f"saturated: it served {served:.0%} of the requests that arrived")
         rows.append({**group, "arm": r.arm, "kind": p.arm(r.arm).kind, "throughput": float(r.throughput), "pairs": n,
                      "eligible": not why, "why_not": "; ".join(why), "beaten_by": "", "pick": False})
     eligible = [x["arm"] for x in rows if x["eligible"]]
@@ -105,6 +106,17 @@ def group_rows(a, g: dict) -> list[dict]:
     if unbeaten and not unmeasured:
         min(unbeaten, key=lambda x: simplicity(p, x["arm"]))["pick"] = True
     return rows + unmeasured
+
+
+def saturated(a, arm: str) -> float | None:
+    """In a rate sweep, the share of arrivals an arm served where it fell behind its offered rate (analysis/
+    estimate/rates.py); None where it kept up, or in closed loop. A saturated arm's queue grows without bound:
+    no latency of it describes a deployment at that rate."""
+    r = getattr(a, "rates", None)
+    if r is None or r.empty:
+        return None
+    row = r[(r["arm"] == arm) & r["saturated"].astype(bool)]
+    return float(row["served"].iloc[0]) if len(row) else None
 
 
 def unmeasured_arms(a, g: dict) -> list[str]:

@@ -291,12 +291,7 @@ MAX_REGRESSIONS = 8   # lines in the box; the rest are in the headline table
 
 def _title(a, arm: str, c: int) -> str:
     """The deployment table's group of an arm at C, as its title says it."""
-    s = a.summary
-    st, g = standings.sampling(a), standings.graphs(a)
-    many_settings = len(set(st.values())) > 1
-    many_graphs = len(set(g.values())) > 1
-    return (f"C={int(c)}" + (f", sampling {st[arm]}" if many_settings else "")
-            + (f", CUDA graphs {'on' if g[arm] else 'off'}" if many_graphs else "")) if len(s) else f"C={c}"
+    return standings.group_title(a, arm, c) if len(a.summary) else f"C={c}"
 
 
 def _short_ratio(x, lo, hi) -> str:
@@ -318,7 +313,7 @@ def regressions(a) -> list[Markup]:
         by_group.setdefault(_title(a, r.arm, r.concurrency), []).append(r)
     for title, rs in by_group.items():
         listed = ", ".join(f"{escape(_shown(a, r.arm))} {_short_ratio(r.speedup, r.speedup_lo, r.speedup_hi)}"
-                           for r in rs)
+                           + (" (saturated)" if recommend_rule.saturated(a, r.arm) is not None else "") for r in rs)
         out.append(Markup(f"slower than AR at {escape(title)}: {listed}" + _caveat(a, rs[0].arm) + "."))
     d = a.decomposition
     trees = slow[(slow["arm"].map(kinds) == "tree") & slow["baseline_kind"].isin(("chain", "linear"))]
@@ -428,18 +423,39 @@ def goodput_lines(a) -> list[Markup]:
             out.append(Markup(f"{g['title']}: no arm's request met the SLO" if len(at) else f"{g['title']}: no cell"))
             continue
         best = at.loc[at["goodput"].idxmax()]
-        text = (f"{g['title']}: most goodput \\texttt{{{escape(best['arm'])}}}, {best['goodput']:.2f} req/s "
+        text = (f"{g['title']}: most goodput \\texttt{{{escape(_shown(a, best['arm']))}}}, {best['goodput']:.2f} req/s "
                 f"({100 * best['slo_share']:.0f}\\% of requests met the SLO)")
         ar = next((x for x in arms if a.run.profile.arm(x).kind == "ar"), None)
         r = a.goodput_ratios
         row = r[(r["arm"] == best["arm"]) & (r["baseline"] == ar) & (r["concurrency"] == c)] if ar else r.iloc[:0]
         if len(row) and np.isfinite(row.iloc[0]["goodput_ratio"]):
             x = row.iloc[0]
-            cell = ratio_cell(x["goodput_ratio"], x["goodput_ratio_lo"], x["goodput_ratio_hi"], x["goodput_verdict"])
-            text += f"; {cell} AR's"
+            band = ci(x["goodput_ratio_lo"], x["goodput_ratio_hi"], 2)
+            text += (f"; {num(x['goodput_ratio'], 2)}$\\times$ AR's goodput (95\\% CI {band or 'none'}, "
+                     f"{verdict_word(x['goodput_verdict'])})")
         elif len(row):
             text += f"; against AR: {escape(row.iloc[0]['goodput_verdict'])}"
         out.append(Markup(text))
+    return out
+
+
+def saturation_lines(a) -> list[Markup]:
+    """A rate sweep's arms, one clause each: the offered rate from which each fell behind (served under 95% of
+    the arrivals), or that it kept up at every rate; [] in closed loop."""
+    r = a.rates
+    if r is None or r.empty:
+        return []
+    out = []
+    for base, d in r.groupby("base", sort=False):
+        d = d.sort_values("offered_rate")
+        sat = d[d["saturated"].astype(bool)]
+        top = f"{d['offered_rate'].max():g}"
+        if sat.empty:
+            out.append(Markup(f"\\texttt{{{escape(base)}}} kept up at every offered rate (to {top} req/s)"))
+            continue
+        served = ", ".join(f"{100 * x.served:.0f}\\% at {x.offered_rate:g}" for x in sat.itertuples())
+        out.append(Markup(f"\\texttt{{{escape(base)}}} \\textbf{{saturated from {sat['offered_rate'].min():g} "
+                          f"req/s}} (served {served}): not recommended there"))
     return out
 
 
@@ -453,7 +469,8 @@ def context(a) -> dict:
             "table": deployment_table(a, gs, picks) if gs else Markup(r"\emph{(no arm finished)}"),
             "recommendations": [s for _, s in recs], "regressions": regressions(a),
             "failed": failed, "failed_count": n_bad, "checks": n_checks, "correctness": correctness(a),
-            "goodput": goodput_lines(a), "slo": a.run.profile.slo.text if a.run.profile.slo else None,
+            "goodput": goodput_lines(a), "saturation": Markup("; ").join(saturation_lines(a)),
+            "slo": a.run.profile.slo.text if a.run.profile.slo else None,
             "metric": metric(a)}
 
 

@@ -69,6 +69,22 @@ def sampling(a) -> dict[str, str]:
     return {x.id: p.sampling_for(x.id).label for x in p.arms}
 
 
+def group_title(a, arm: str, c: int) -> str:
+    """The group an arm's cells at C belong to, as every table and page 1 name it: 'C=8', with the sampling setting
+    and the CUDA graphs switch where they vary; in a rate sweep by its offered rate ('4 req/s offered'), since
+    there C only caps the requests in flight."""
+    p = a.run.profile
+    setting, st, g = p.sampling_for(arm), sampling(a), graphs(a)
+    rate = getattr(setting, "rate", None)
+    if rate:
+        bases = {p.sampling_for(x).model_copy(update={"rate": None}).label for x in st}
+        head = f"{rate:g} req/s offered" + (f", sampling {setting.model_copy(update={'rate': None}).label}"
+                                             if len(bases) > 1 else "")
+    else:
+        head = f"C={int(c)}" + (f", sampling {st[arm]}" if len(set(st.values())) > 1 else "")
+    return head + (f", CUDA graphs {'on' if g[arm] else 'off'}" if len(set(g.values())) > 1 else "")
+
+
 def podium(a) -> pd.DataFrame:
     """Per (C, CUDA graphs, sampling setting): the fastest arm by throughput (geometric mean over its repetitions)
     and the runner-up, with the paired ratio fastest / runner-up; a group of one arm has no runner-up."""

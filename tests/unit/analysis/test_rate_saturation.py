@@ -72,3 +72,29 @@ def test_the_report_says_it_and_draws_it(tmp_path):
     figures.plt.close(fig)
     with pytest.raises(figures.NoData, match="closed loop"):
         figures.rates(SimpleNamespace(rates=pd.DataFrame()))
+
+
+def test_page_one_names_saturation_and_the_rule_bars_the_saturated_arm():
+    from analysis import recommend
+    from report import front
+
+    t = rates.table(summary(), SERVERS)
+    a = SimpleNamespace(rates=t)
+    assert recommend.saturated(a, "ar@q8") == pytest.approx(0.7) and recommend.saturated(a, "ar@q4") is None
+    assert recommend.saturated(SimpleNamespace(rates=pd.DataFrame()), "ar") is None   # closed loop
+    ar, tree = front.saturation_lines(a)
+    assert "ar} \\textbf{saturated from 8 req/s} (served 70\\% at 8): not recommended there" in ar
+    assert "tree-{}b15-{}k8} \\textbf{saturated from 8 req/s} (served 90\\% at 8)" in tree
+    assert front.saturation_lines(SimpleNamespace(rates=pd.DataFrame())) == []
+
+
+def test_a_rate_sweeps_groups_are_named_by_the_rate_offered():
+    from analysis.estimate import standings
+    from ddbench.core.profile import load_profile
+
+    p = load_profile("cpu-tiny-rates").measured()
+    run = SimpleNamespace(profile=p)
+    a = SimpleNamespace(run=run)
+    assert standings.group_title(a, "ar@q4", 64) == "4 req/s offered"
+    closed = SimpleNamespace(run=SimpleNamespace(profile=load_profile("cpu-tiny").measured()))
+    assert standings.group_title(closed, "ar", 4) == "C=4"
