@@ -17,7 +17,7 @@ from analysis import recommend as recommend_rule
 from analysis.estimate import goodput, standings, stats
 from analysis.read.manifest import twin
 from analysis.triage import TIE
-from ddbench.core import settings
+from ddbench.core import budget, settings
 from report.tex import ci, escape, missing, num
 
 MAX_LISTED = 8    # kinds of failed check listed on page 1; every failure is in the checks appendix
@@ -105,7 +105,20 @@ def header(a) -> list[tuple[str, Markup]]:
     return [("model pair", Markup(escape(pair))), ("engine and build", Markup(escape(engine(a)))),
             ("hardware", hardware(a)),
             ("run", Markup(f"\\texttt{{{escape(a.run.path.name)}}}, profile \\texttt{{{escape(p.name)}}}")),
-            ("commit", Markup(f"\\texttt{{{escape(commit)}}}")), ("date", Markup(escape(started + " UTC")))]
+            ("commit", Markup(f"\\texttt{{{escape(commit)}}}")), ("date", Markup(escape(started + " UTC")))] + \
+        ([("cut short", Markup(f"\\textbf{{{escape(cut)}}}"))] if (cut := cut_short(a)) else [])
+
+
+def cut_short(a) -> str | None:
+    """The repetitions that ran of those planned, when fewer did (a time budget's cut, a slice of device time
+    awaiting --resume); None when all ran."""
+    planned, cells = a.run.profile.load.repetitions, a.cells
+    ran = int(cells.loc[cells["status"] == "ok", "repetition"].nunique()) if len(cells) else 0
+    stopped = budget.text((a.run.manifest.model_extra or {}).get("budget"))
+    if ran >= planned and not stopped:
+        return None
+    return f"{ran} of {planned} planned repetitions ran" + (f": {stopped}" if stopped else
+                                                            " (the rest run with reproduce --resume RUN_DIR)")
 
 
 # ---- the deployment table ---------------------------------------------------------------------------------------

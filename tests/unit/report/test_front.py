@@ -123,3 +123,23 @@ def test_a_speculative_ablation_reads_against_deployable_ar_and_is_never_the_bes
                                                     "throughput": [420.0]})], ignore_index=True)
     assert front._ar(a, "linear-b16-no-overlap", 1)["speedup"] == 2.2
     assert front.best_linear(a, {"rows": a.summary}) == "linear-b16"
+
+
+def test_page_one_says_when_fewer_repetitions_ran_than_planned():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    def analysis(ran, planned, record=None):
+        cells = pd.DataFrame({"repetition": ran, "status": ["ok"] * len(ran)})
+        run = SimpleNamespace(profile=SimpleNamespace(load=SimpleNamespace(repetitions=planned)),
+                              manifest=SimpleNamespace(model_extra={"budget": record} if record else {}))
+        return SimpleNamespace(cells=cells, run=run)
+
+    assert front.cut_short(analysis([1, 2, 3], 3)) is None
+    assert front.cut_short(analysis([1, 1], 3)) == \
+        "1 of 3 planned repetitions ran (the rest run with reproduce --resume RUN_DIR)"
+    cut = front.cut_short(analysis([1, 2, 3, 4, 5], 10, {"budget_s": 600, "ran": [1, 2, 3, 4, 5],
+                                                          "not_run": [6, 7, 8, 9, 10]}))
+    assert cut.startswith("5 of 10 planned repetitions ran: the 600 s budget (load.budget_s) stopped the sweep")
+    assert cut.endswith("repetition(s) 6-10 did not run")
