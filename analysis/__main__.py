@@ -10,7 +10,7 @@ import sys
 
 import pandas as pd
 
-from analysis.analyze import BOOTSTRAP, analyze, write_tables
+from analysis.analyze import BOOTSTRAP, analyze, set_aside_stale, write_tables
 from analysis.estimate.compare import MismatchError
 from analysis.read.ingest import IngestError
 from analysis.read.manifest import ManifestError
@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         res = analyze(a.run_dir, a.bootstrap, a.seed, a.min_requests, a.compare_with)
     except (IngestError, ManifestError, MismatchError, ValueError, FileNotFoundError) as e:
         print(f"analysis: {e}", file=sys.stderr)
+        if stale := set_aside_stale(a.run_dir):
+            print(f"analysis: {stale}", file=sys.stderr)
         return 2
     paths = write_tables(res)
     cells = res.cells

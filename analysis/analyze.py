@@ -15,7 +15,7 @@ from analysis.estimate import compare, goodput, metrics, rates, rounds
 from analysis.outcome import TABLE_NAMES, Analysis
 from analysis.read import ingest
 from analysis.trust import checks, correctness, crosscheck, stability, stationarity
-from ddbench.core.results import TABLES, write_bytes_atomic
+from ddbench.core.results import TABLES, RunDir, write_bytes_atomic
 
 BOOTSTRAP = 1000
 SLIM = ["arm", "concurrency", "repetition", "warmup", "ok", "in_window", "category", "max_tokens", "temperature",
@@ -164,3 +164,14 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
             if len(kinds) > 1 or (kinds and kinds <= {list, tuple, dict} and col not in ingest.SPEC_HISTOGRAMS):
                 df[col] = df[col].map(lambda v: None if v is None or (isinstance(v, float) and v != v) else str(v))
     return df
+
+
+def set_aside_stale(run_dir: str | Path) -> str:
+    """After analysis of a run failed: its tables and report.pdf moved to stale/ (they describe data as it was),
+    and a line that says so ('' when there were none)."""
+    try:
+        moved = RunDir.open(run_dir).set_aside()
+    except FileNotFoundError:
+        return ""
+    return (f"{', '.join(p.name for p in moved)} no longer match the run's data: moved to {moved[0].parent}"
+            if moved else "")

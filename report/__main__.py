@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from analysis.analyze import BOOTSTRAP, analyze, write_tables
+from analysis.analyze import BOOTSTRAP, analyze, set_aside_stale, write_tables
 from analysis.read.ingest import IngestError
 from analysis.read.manifest import ManifestError
 from report.build import BuildError, build
@@ -26,10 +26,16 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         res = analyze(a.run_dir, a.bootstrap, a.seed, compare_with=a.compare_with)
+    except (IngestError, ManifestError, ValueError, FileNotFoundError) as e:
+        print(f"report: {e}", file=sys.stderr)
+        if stale := set_aside_stale(a.run_dir):
+            print(f"report: {stale}", file=sys.stderr)
+        return 2
+    try:
         if not a.no_tables:
             write_tables(res)
         pdf, seconds = build(res, a.out, a.keep_build)
-    except (IngestError, ManifestError, ValueError, FileNotFoundError, BuildError) as e:
+    except (ValueError, BuildError) as e:
         print(f"report: {e}", file=sys.stderr)
         return 2
     print(f"{pdf} (analysis {res.seconds:.1f} s, PDF build {seconds:.1f} s)")

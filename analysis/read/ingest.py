@@ -73,10 +73,10 @@ def load(path: str | Path) -> Run:
     for arm, c, r, cdir in rd.cells():
         arms.add(arm)
         cells.append(_status(cdir, arm, c, r))
-        for f in record_files(cdir):
-            t = _read_requests(f, arm, c, r)
-            if t.num_rows:
-                tables.append(t)
+        try:
+            tables += [t for f in record_files(cdir) if (t := _read_requests(f, arm, c, r)).num_rows]
+        except ValueError as e:   # a damaged or misplaced record: the cell failed, and says where; the rest is read
+            cells[-1].update(status="failed", reason=f"damaged record file: {e}")
         server.extend(_server_metrics(cdir, arm, c, r))
         telemetry.append(_telemetry(cdir / "telemetry.jsonl", arm, c, r))
     # one server serves every sampling setting of its arm: its log lies in the base arm's directory
@@ -123,7 +123,7 @@ def _read_requests(path: Path, arm: str, c: int, r: int) -> pa.Table:
         if _fits(t):
             _check_cell(path, t, arm, c, r)
             return t
-    except pa.ArrowInvalid:
+    except (pa.ArrowInvalid, OSError):   # not records as Arrow reads them, or a packed file cut short
         pass
     return _read_requests_slow(path, arm, c, r)
 

@@ -21,6 +21,7 @@
             status.json               a CellStatus
         tables/                       analysis output
         report.pdf
+        stale/tables/, stale/report.pdf   the above, set aside when analysis of data that has changed failed
         notes.md                      optional: a person's account written after the run, printed in the report
 
 Every write is atomic (a temp file, then a rename), and every text written passes through
@@ -34,6 +35,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import tempfile
 import zlib
 from dataclasses import dataclass
@@ -57,6 +59,7 @@ OVERLAY_CHECK = "diagnostics/overlay-check.json"   # the build against stock SGL
 SERVER_INFO = "server_info.json"   # an external server's self-description, beside its arm's status
 SERVER_LOG = "server.log"
 TABLES = "tables"
+STALE = "stale"    # tables and report.pdf of data that has since changed (RunDir.set_aside)
 REPORT = "report.pdf"
 NOTES = "notes.md"  # a person's account of a run, written after it (what is missing, and why): the report prints it
 _SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
@@ -234,7 +237,7 @@ class RunDir:
 
     def cells(self):
         """(arm, concurrency, repetition, directory) of every cell present on disk."""
-        for arm in sorted(p for p in self.path.iterdir() if p.is_dir() and p.name != TABLES):
+        for arm in sorted(p for p in self.path.iterdir() if p.is_dir() and p.name not in (TABLES, STALE)):
             for cell in sorted(arm.iterdir()):
                 if cell.is_dir() and re.fullmatch(r"c\d+-r\d+", cell.name):
                     c, r = parse_cell_name(cell.name)
@@ -243,6 +246,18 @@ class RunDir:
     @property
     def tables(self) -> Path:
         return self.path / TABLES
+
+    def set_aside(self) -> list[Path]:
+        """Move the tables and report.pdf out of the run's way when analysis of its data failed: made from the
+        data as it was, they no longer describe it. Kept, not deleted, under stale/; returns where they went."""
+        moved = []
+        for p in (self.tables, self.report):
+            if p.exists():
+                (self.path / STALE).mkdir(exist_ok=True)
+                dest = self.path / STALE / p.name
+                shutil.rmtree(dest) if dest.is_dir() else dest.unlink(missing_ok=True)
+                moved.append(p.rename(dest))
+        return moved
 
     @property
     def report(self) -> Path:

@@ -1,4 +1,5 @@
-"""Reading a results directory: bad input is named by file, line and field."""
+"""Reading a results directory: bad input is named by file, line and field; a damaged record file fails its own
+cell, with that line as the reason, and the rest of the run is read."""
 
 import pytest
 from handrun import write_hand_run
@@ -47,35 +48,42 @@ sglang:time_to_first_token_seconds_sum 1.5
         prom.parse("ok 1\n{broken\n", "m.prom")
 
 
+def damaged(run, reason: str) -> None:
+    """The cell of the damaged file failed, naming it; every other cell was read as it was."""
+    import re
+
+    cells = ingest.load(run).cells.set_index(["arm", "concurrency", "repetition"])
+    bad = cells.loc[("ar", 1, 1)]
+    assert bad["status"] == "failed" and re.search(reason, bad["reason"]), bad["reason"]
+    assert bad["reason"].startswith("damaged record file: ")
+    assert (cells.drop(("ar", 1, 1))["status"] == "ok").all()
+
+
 def test_bad_record_names_file_line_and_field(hand_run):
     f = hand_run / "ar" / "c1-r1" / "requests-h-1.jsonl"
     lines = f.read_text().splitlines()
     lines[2] = lines[2].replace('"send_ns":', '"send_nanos":')
     f.write_text("\n".join(lines) + "\n")
-    with pytest.raises(ingest.IngestError, match=r"requests-h-1.jsonl:3: send_ns: Field required"):
-        ingest.load(hand_run)
+    damaged(hand_run, r"requests-h-1.jsonl:3: send_ns: Field required")
 
 
 def test_string_where_a_number_belongs(hand_run):
     # Arrow reads the file happily (a string column); the schema check sends it through pydantic
     f = hand_run / "ar" / "c1-r1" / "requests-h-1.jsonl"
     f.write_text(f.read_text().replace('"max_tokens":8', '"max_tokens":"eight"'))
-    with pytest.raises(ingest.IngestError, match=r"requests-h-1.jsonl:1: max_tokens: Input should be a valid integer"):
-        ingest.load(hand_run)
+    damaged(hand_run, r"requests-h-1.jsonl:1: max_tokens: Input should be a valid integer")
 
 
 def test_record_in_the_wrong_cell_is_refused(hand_run):
     f = hand_run / "ar" / "c1-r1" / "requests-h-1.jsonl"
     f.write_text(f.read_text().replace('"concurrency":1', '"concurrency":4', 1))
-    with pytest.raises(ingest.IngestError, match=r"requests-h-1.jsonl:1: concurrency is 4 but the file lies in"):
-        ingest.load(hand_run)
+    damaged(hand_run, r"requests-h-1.jsonl:1: concurrency is 4 but the file lies in")
 
 
 def test_not_json_is_named(hand_run):
     f = hand_run / "ar" / "c1-r1" / "requests-h-1.jsonl"
     f.write_text(f.read_text() + "{not json\n")
-    with pytest.raises(ingest.IngestError, match=r"requests-h-1.jsonl:5: "):
-        ingest.load(hand_run)
+    damaged(hand_run, r"requests-h-1.jsonl:5: ")
 
 
 def test_bad_status_and_missing_manifest(tmp_path, hand_run):
@@ -123,3 +131,29 @@ def test_packed_runs_read_the_same(tmp_path):
     for table in ("requests", "server", "log", "telemetry"):
         assert getattr(packed, table).equals(getattr(plain, table)), table
     assert pack(RunDir.open(run)) == (0, 0)  # nothing left to pack
+
+
+def test_a_packed_record_file_cut_short_fails_its_cell(hand_run):
+    import gzip
+
+    f = hand_run / "ar" / "c1-r1" / "requests-h-1.jsonl"
+    packed = gzip.compress(f.read_bytes())
+    f.unlink()
+    f.with_name(f.name + ".gz").write_bytes(packed[: len(packed) // 2])
+    damaged(hand_run, r"requests-h-1\.jsonl\.gz: not a whole gzip file \(truncated or corrupt\)")
+
+
+def test_a_run_that_cannot_be_read_sets_its_old_tables_and_report_aside(hand_run, capsys):
+    from analysis.__main__ import main
+    from ddbench.core.results import RunDir
+
+    run = RunDir.open(hand_run)
+    assert main([str(hand_run), "--bootstrap", "20"]) == 0 and run.tables.is_dir()
+    run.report.write_bytes(b"%PDF of the data as it was")
+    (hand_run / "ar" / "c1-r1" / "status.json").write_text("{broken")
+    assert main([str(hand_run), "--bootstrap", "20"]) == 2
+    err = capsys.readouterr().err
+    assert "status.json" in err and "tables, report.pdf no longer match the run's data: moved to" in err
+    assert not run.tables.exists() and not run.report.exists()
+    assert (hand_run / "stale" / "tables" / "cells.csv").is_file()
+    assert (hand_run / "stale" / "report.pdf").read_bytes() == b"%PDF of the data as it was"
