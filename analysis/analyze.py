@@ -61,7 +61,8 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     host = stability.host_quiet(run.telemetry, cells, speedups, run.profile.backend.runtime, run.manifest.host.cores)
     decomposition, more = compare.decomposition(run, cells, boots)
     by_rounds = rounds.ratios(slim, speedups, seed=seed)
-    good = goodput.per_cell(slim, cells, run.profile.slo)
+    slo, slo_text = goodput.resolve(run.profile.slo, slim, run.profile)
+    good = goodput.per_cell(slim, cells, slo)
     categories = compare.per_category(run, slim, cells)
     lossless, note = correctness.lossless(run.profile, req)
     tri = triage.triage(run, req)
@@ -74,7 +75,7 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
                    between_runs=between, stationarity=steady, rounds=by_rounds,
                    gpu_time=gpu_time.table(run.path, summary), host_profile=host_profile.table(run.path),
                    by_position=acceptance.by_position(req), goodput=good,
-                   goodput_ratios=goodput.ratios(good, speedups), warmups=warm)
+                   goodput_ratios=goodput.ratios(good, speedups), warmups=warm, slo_text=slo_text)
     res.rates = rates.table(summary, {a.id: a.server for a in run.profile.arms})
     res.rate_wins = rates.wins(res.rates, speedups)
     res.recommendation = recommend.recommendation(res)

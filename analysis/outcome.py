@@ -62,6 +62,7 @@ class Analysis:
     recommendation: pd.DataFrame = field(default_factory=pd.DataFrame)  # what to deploy (analysis.recommend)
     by_position: pd.DataFrame = field(default_factory=pd.DataFrame)  # acceptance per draft position (diagnose)
     goodput: pd.DataFrame = field(default_factory=pd.DataFrame)       # per cell, under the profile's slo
+    slo_text: str = ""      # the SLO in ms as goodput applied it, and how it was set (estimate.goodput.resolve)
     goodput_ratios: pd.DataFrame = field(default_factory=pd.DataFrame)  # X over Y, paired by repetition
     warmups: pd.DataFrame = field(default_factory=pd.DataFrame)     # warm-ups until stable (trust.stability)
     boots: dict = field(default_factory=dict)

@@ -425,8 +425,10 @@ def goodput_lines(a) -> list[Markup]:
     """Per group (C, and sampling setting or offered rate where they vary), when the profile sets an SLO: the arm
     with the most goodput, its share of requests that met the SLO, and its goodput over deployable AR's with the
     interval."""
-    if a.run.profile.slo is None or a.goodput is None or a.goodput.empty:
+    if a.run.profile.slo is None:
         return []
+    if a.goodput is None or a.goodput.empty:
+        return [Markup(escape(a.slo_text))] if a.slo_text else []
     s = goodput.summary(a.goodput)
     out = []
     for g in groups(a):
@@ -483,7 +485,7 @@ def context(a) -> dict:
             "recommendations": [s for _, s in recs], "regressions": regressions(a),
             "failed": failed, "failed_count": n_bad, "checks": n_checks, "correctness": correctness(a),
             "goodput": goodput_lines(a), "saturation": Markup("; ").join(saturation_lines(a)),
-            "slo": a.run.profile.slo.text if a.run.profile.slo else None,
+            "slo": a.slo_text or (a.run.profile.slo.text if a.run.profile.slo else None),
             "metric": metric(a)}
 
 

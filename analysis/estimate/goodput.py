@@ -38,6 +38,32 @@ def met(req: pd.DataFrame, slo: Slo) -> np.ndarray:
     return ok
 
 
+def resolve(slo: Slo | None, req: pd.DataFrame, profile) -> tuple[Slo | None, str]:
+    """The profile's SLO in milliseconds, and how it was set: as given, or (ttft_x_ar, tpot_x_ar) as multiples of
+    AR's median TTFT and TPOT over its measured ok requests at the run's lowest C (the first deployable AR arm
+    measured there). None when it is relative and AR has no such request: nothing to measure against."""
+    if slo is None or not slo.relative:
+        return slo, slo.text if slo else ""
+    ar = [x.id for x in profile.arms if x.kind == "ar" and not x.ablation]
+    r = req[req["arm"].isin(ar) & req["ok"].astype(bool) & ~req["warmup"].astype(bool)]
+    if r.empty:
+        return None, f"{slo.text}, but no AR request finished to set it by: no goodput"
+    c = int(r["concurrency"].min())
+    at = r[r["concurrency"] == c]
+    arm = next(x for x in ar if (at["arm"] == x).any())
+    at = at[at["arm"] == arm]
+    ttft, tpot = (1e3 * float(np.nanmedian(at[col].to_numpy(dtype=float))) for col in ("ttft_s", "tpot_s"))
+    out = slo.against(ttft, tpot)
+    bounds = (("TTFT", out.ttft_ms, slo.ttft_x_ar, ttft), ("TPOT", out.tpot_ms, slo.tpot_x_ar, tpot),
+              ("E2E", out.e2e_ms, None, None))
+    return out, ", ".join(f"{name} <= {_ms(v)} ms" + (f" ({x:g}x {arm}'s median {_ms(m)} ms at C={c})" if x else "")
+                          for name, v, x, m in bounds if v is not None)
+
+
+def _ms(v: float) -> str:
+    return f"{v:.3g}" if v < 1000 else f"{v:.0f}"
+
+
 def per_cell(req: pd.DataFrame, cells: pd.DataFrame, slo: Slo | None) -> pd.DataFrame:
     """One row per ok cell; empty without an SLO."""
     if slo is None or cells.empty:

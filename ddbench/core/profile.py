@@ -591,23 +591,44 @@ class Load(Strict):
 
 
 class Slo(Strict):
-    """Service-level objectives a request must meet to count towards goodput (analysis/estimate/goodput.py)."""
+    """Service-level objectives a request must meet to count towards goodput (analysis/estimate/goodput.py): in
+    milliseconds, or as multiples of what AR does on this host in this run (its median at the run's lowest C), so
+    that one profile sets a like bar on a fast host and a slow one."""
 
     ttft_ms: float | None = Field(None, gt=0, description="time to first token, at most (ms)")
     tpot_ms: float | None = Field(None, gt=0, description="time per output token after the first, at most (ms)")
     e2e_ms: float | None = Field(None, gt=0, description="end-to-end latency, at most (ms)")
+    ttft_x_ar: float | None = Field(None, gt=0, description="TTFT at most this multiple of AR's median TTFT at the "
+                                                            "run's lowest C (instead of ttft_ms)")
+    tpot_x_ar: float | None = Field(None, gt=0, description="TPOT at most this multiple of AR's median TPOT at the "
+                                                            "run's lowest C (instead of tpot_ms)")
 
     @model_validator(mode="after")
     def _some(self):
-        if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
-            raise ValueError("slo: set at least one of ttft_ms, tpot_ms, e2e_ms")
+        if all(v is None for v in (self.ttft_ms, self.tpot_ms, self.e2e_ms, self.ttft_x_ar, self.tpot_x_ar)):
+            raise ValueError("slo: set at least one of ttft_ms, tpot_ms, e2e_ms, ttft_x_ar, tpot_x_ar")
+        for name in ("ttft", "tpot"):
+            if getattr(self, f"{name}_ms") is not None and getattr(self, f"{name}_x_ar") is not None:
+                raise ValueError(f"slo: {name}_ms and {name}_x_ar both set: give the bound in ms or relative to AR")
         return self
 
     @property
+    def relative(self) -> bool:
+        return self.ttft_x_ar is not None or self.tpot_x_ar is not None
+
+    def against(self, ar_ttft_ms: float, ar_tpot_ms: float) -> Slo:
+        """The objectives in ms, AR's medians given."""
+        return Slo(ttft_ms=self.ttft_ms if self.ttft_x_ar is None else self.ttft_x_ar * ar_ttft_ms,
+                   tpot_ms=self.tpot_ms if self.tpot_x_ar is None else self.tpot_x_ar * ar_tpot_ms,
+                   e2e_ms=self.e2e_ms)
+
+    @property
     def text(self) -> str:
-        """'TTFT <= 200 ms, TPOT <= 30 ms'"""
-        return ", ".join(f"{name} <= {v:g} ms" for name, v in (("TTFT", self.ttft_ms), ("TPOT", self.tpot_ms),
-                                                                  ("E2E", self.e2e_ms)) if v is not None)
+        """'TTFT <= 200 ms, TPOT <= 30 ms'; 'TTFT <= 4x AR's, ...' where relative"""
+        bounds = (("TTFT", self.ttft_ms, self.ttft_x_ar), ("TPOT", self.tpot_ms, self.tpot_x_ar),
+                  ("E2E", self.e2e_ms, None))
+        return ", ".join(f"{name} <= {v:g} ms" if x is None else f"{name} <= {x:g}x AR's"
+                         for name, v, x in bounds if v is not None or x is not None)
 
 
 class Profile(Strict):

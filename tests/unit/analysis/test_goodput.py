@@ -53,4 +53,22 @@ def test_an_slo_needs_an_objective_and_stays_out_of_the_digest():
     with pytest.raises(ValueError, match="at least one of ttft_ms"):
         Slo()
     assert Slo(e2e_ms=500).text == "E2E <= 500 ms"
-    assert load_profile("cpu-tiny", ["slo.ttft_ms=200"]).digest() == load_profile("cpu-tiny").digest()
+    assert load_profile("cpu-tiny", ["slo.tpot_x_ar=3"]).digest() == load_profile("cpu-tiny").digest()
+    with pytest.raises(ValueError, match="ttft_ms and ttft_x_ar both set"):
+        Slo(ttft_ms=80, ttft_x_ar=4)
+
+
+def test_a_relative_slo_is_set_by_ars_medians_at_the_lowest_c_of_the_run():
+    from types import SimpleNamespace
+
+    arms = [SimpleNamespace(id=a, kind=k, ablation=False) for a, k in (("ar", "ar"), ("tree", "tree"))]
+    profile = SimpleNamespace(arms=arms)
+    rows = [req("ar", 1, t, p) for t, p in ((10, 5), (20, 6), (30, 7))] + [req("tree", 1, 500, 1)]
+    rows += [{**req("ar", 1, 900, 90), "concurrency": 8}]    # not the lowest C: no say in the bar
+    slo, text = goodput.resolve(Slo(ttft_x_ar=4, tpot_x_ar=2, e2e_ms=5000), pd.DataFrame(rows), profile)
+    assert (slo.ttft_ms, slo.tpot_ms, slo.e2e_ms) == (80, 12, 5000)
+    assert text == ("TTFT <= 80 ms (4x ar's median 20 ms at C=1), TPOT <= 12 ms (2x ar's median 6 ms at C=1), "
+                    "E2E <= 5000 ms")
+    assert goodput.resolve(SLO, pd.DataFrame(rows), profile) == (SLO, "TTFT <= 100 ms, TPOT <= 20 ms")
+    none, why = goodput.resolve(Slo(tpot_x_ar=2), pd.DataFrame([req("tree", 1, 10, 1)]), profile)
+    assert none is None and why == "TPOT <= 2x AR's, but no AR request finished to set it by: no goodput"
