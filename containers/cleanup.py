@@ -58,9 +58,16 @@ def _handler(signum, frame):
         sys.exit(128 + signum)
 
 
+def _gevent_patched() -> bool:
+    """A gevent process (Locust's web UI): its signal handlers run in the event loop, where stopping a server
+    (a blocking wait) is impossible. There the process's own quit path stops what it owns, and atexit the rest."""
+    monkey = sys.modules.get("gevent.monkey")
+    return monkey is not None and monkey.is_anything_patched()
+
+
 def _install_handlers() -> None:
-    if threading.current_thread() is not threading.main_thread():
-        return  # handlers can only be set from the main thread; atexit still cleans up
+    if threading.current_thread() is not threading.main_thread() or _gevent_patched():
+        return  # handlers can only be set from the main thread, or gevent's loop owns them; atexit cleans up
     for sig in (signal.SIGINT, signal.SIGTERM):
         _previous[sig] = signal.getsignal(sig)
         signal.signal(sig, _handler)

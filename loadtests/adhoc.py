@@ -9,8 +9,8 @@ always; the phases say which requests belong where, by send time. `materialize` 
 quits, and by `ddbench analyze` on a directory that has phases.json) writes <arm>/c<C>-r<k>/ with the
 requests sent inside phase k and a status.json whose measured window is the phase, so that `just
 analyze` / `just report` read the session like any run. A session whose phases offered rates (mode open) is an
-open-loop run: `materialize` records its rates in the manifest's profile, and with several rates names each
-phase's cell as a rate sweep does, `<arm>@q<rate>`.
+open-loop run: `materialize` records its rates in the manifest's profile, and names each phase's cell as a
+rate sweep does, `<arm>@q<rate>`, however many rates it offered.
 """
 
 from __future__ import annotations
@@ -104,9 +104,9 @@ def materialize(records_dir: str | Path) -> RunDir:
 
 def measured_ids(d: Path, phases: list[dict]) -> dict[int, str]:
     """Each phase's arm as analysis reads it. A session that offered rates is an open-loop run: its manifest's
-    profile is rewritten to that load (its digest with it), and with several rates each phase's arm is the
-    measured arm of its rate, '<arm>@q<rate>'. One session is one load mode: closed and open phases together
-    are refused, naming them (their records stay as they are)."""
+    profile is rewritten to that load (its digest with it), a sweep of the rates offered, and each phase's arm
+    is the measured arm of its rate, '<arm>@q<rate>', one rate or several. One session is one load mode:
+    closed and open phases together are refused, naming them (their records stay as they are)."""
     rates = sorted({p["rate"] for p in phases if p.get("rate")})
     if not rates:
         return {p["index"]: p["arm"] for p in phases}
@@ -115,12 +115,10 @@ def measured_ids(d: Path, phases: list[dict]) -> dict[int, str]:
         raise ValueError(f"{d}: phases {closed} ran closed loop and the others open loop (at {rates} req/s): a "
                          f"session is one load mode; offer rates from the web UI with another records directory")
     manifest = read_json(d / MANIFEST)
-    load = {**manifest["profile"]["load"], "mode": "open", "rate": rates if len(rates) > 1 else rates[0]}
+    load = {**manifest["profile"]["load"], "mode": "open", "rate": rates}
     profile = Profile.model_validate({**manifest["profile"], "load": load})
     if manifest.get("profile_digest") != profile.digest():   # each phase's end materializes again
         write_json_atomic(d / MANIFEST, {**manifest, "profile": profile.model_dump(mode="json"),
                                          "profile_digest": profile.digest()})
-    if len(rates) == 1:
-        return {p["index"]: p["arm"] for p in phases}
     by_setting = {(x.base, x.sampling.rate): x.id for x in profile.measured_arms()}
     return {p["index"]: by_setting[(p["arm"], p["rate"])] for p in phases}

@@ -58,12 +58,19 @@ CHOICES = {"api": ["chat", "completions"], "ignore-eos": ["true", "false"], "ret
            "arrival": ["poisson", "constant"], "records-to-master": ["false", "true"]}
 
 
+# what a record is filed under and where it goes: set by the command that starts the session (and by the arm
+# switch), never typed into the form, where an edit would file one server's requests under another's name
+INTERNAL = {"records-dir", "arm", "concurrency", "repetition", "records-to-master"}
+
+
 def add_options(parser) -> None:
     # straight on Locust's parser (not an argument group): only its add_argument marks an
     # option for the web UI
+    locusts = hasattr(parser, "args_included_in_web_ui")   # Locust's parser; a plain one has no web UI
     for name, default, help_ in OPTIONS:
         parser.add_argument(f"--{name}", type=str if isinstance(default, str) else type(default),
-                            default=default, help=f"ddbench: {help_}", choices=CHOICES.get(name))
+                            default=default, help=f"ddbench: {help_}", choices=CHOICES.get(name),
+                            **({"include_in_web_ui": name not in INTERNAL} if locusts else {}))
 
 
 class OptionError(ValueError):

@@ -39,10 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--url", help="a running server: bring nothing up")
     ap.add_argument("--port", type=int, default=UI_PORT)
     ap.add_argument("--processes", type=int, help="Locust processes (default: the profile's load.processes)")
+    ap.add_argument("--records-dir", type=Path, help="where the session goes (default results/adhoc/<time>/)")
     a = ap.parse_args(argv)
     exit_on_sigterm()
     try:
-        return serve(a.profile, a.arm, url=a.url, port=a.port, processes=a.processes)
+        return serve(a.profile, a.arm, url=a.url, port=a.port, processes=a.processes, records_dir=a.records_dir)
     except (ProfileError, PromptSetError, CellError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

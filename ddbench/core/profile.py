@@ -708,16 +708,17 @@ class Profile(Strict):
     def measured_arms(self) -> list[Arm]:
         """What the cells measure: each arm under each sampling setting and offered rate, setting-major. With one
         of each, the arms themselves, ids unchanged; else '<arm>@<label>', the label naming what varies:
-        tree-b15-k8@t0.7, ar@q4, ar@t0.7-q4."""
+        tree-b15-k8@t0.7, ar@q4, ar@t0.7-q4. Rates given as a list are swept, even a list of one (ar@q2)."""
         settings, rates = self.workload.settings(), self.load.rates()
-        if (len(settings) == 1 and len(rates) == 1) or isinstance(self.arms[0], MeasuredArm):
+        swept = len(rates) > 1 or isinstance(self.load.rate, list)
+        if (len(settings) == 1 and not swept) or isinstance(self.arms[0], MeasuredArm):
             return list(self.arms)
 
         def suffix(s: Sampling, q: float | None) -> str:
-            return "-".join([*([s.label] if len(settings) > 1 else []), *([f"q{q:g}"] if len(rates) > 1 else [])])
+            return "-".join([*([s.label] if len(settings) > 1 else []), *([f"q{q:g}"] if swept else [])])
 
         return [MeasuredArm(**{**a.model_dump(), "id": f"{a.id}@{suffix(s, q)}"}, base=a.id,
-                            sampling=Setting(**s.model_dump(), rate=q if len(rates) > 1 else None))
+                            sampling=Setting(**s.model_dump(), rate=q if swept else None))
                 for s in settings for q in rates for a in self.arms]
 
     def sampling_for(self, arm_id: str) -> Sampling:

@@ -1,4 +1,5 @@
-"""Locust's web UI in real headless Chromium: our options show, a run starts, counts grow, it stops."""
+"""Locust's web UI in real headless Chromium: our options show (and the fields that file the records do not), a
+run starts, counts grow, it stops."""
 
 from __future__ import annotations
 
@@ -10,18 +11,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ddbench.core.results import RESULTS_ROOT
 from loadtests.recorder import read_records
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
-def web_ui(null_server, write_profile, free_port):
+def web_ui(null_server, write_profile, free_port, tmp_path):
     srv = null_server(ttft_ms=20, itl_ms=10, tokens=40)
     prof = write_profile({"concurrency": [3], "warmup_requests": 1, "requests_per_user": 5})
     proc = subprocess.Popen([sys.executable, "-m", "loadtests", "ui", "--profile", str(prof), "--arm", "ar",
-                             "--url", srv.url, "--port", str(free_port)], cwd=REPO,
+                             "--url", srv.url, "--port", str(free_port), "--records-dir",
+                             str(tmp_path / "records")], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{free_port}"
     deadline = time.monotonic() + 30
@@ -49,16 +50,15 @@ def test_web_ui_runs_a_load_with_our_options(web_ui, locust_form, tmp_path):
     records = tmp_path / "records"
     with locust_form(web_ui) as page:
         form = page.locator("form")
-        for label in ("Prompt Set", "Category", "Max Tokens", "Temperature", "Records Dir",
-                      "Warmup Requests", "Requests Per User"):
+        for label in ("Prompt Set", "Category", "Max Tokens", "Temperature", "Warmup Requests",
+                      "Requests Per User"):
             assert form.get_by_text(label, exact=False).first.is_visible(), label
-        default_dir = page.input_value("input[name=recordsDir]")
-        assert default_dir.startswith(str(RESULTS_ROOT / "adhoc") + "/")
+        for name in ("recordsDir", "arm", "concurrency", "repetition"):   # set by the session, not typed
+            assert page.locator(f"input[name={name}]").count() == 0, name
         assert page.input_value("input[name=promptSet]").endswith("study5.jsonl")
         page.fill("input[name=userCount]", "3")
         page.fill("input[name=requestsPerUser]", "0")  # no limit: the run goes on until stopped
         page.fill("input[name=maxTokens]", "7")
-        page.fill("input[name=recordsDir]", str(records))
         page.get_by_role("button", name="Start").click()
 
         deadline = time.monotonic() + 30
@@ -77,4 +77,3 @@ def test_web_ui_runs_a_load_with_our_options(web_ui, locust_form, tmp_path):
     assert all(r.arm == "ar" and r.concurrency == 3 and r.max_tokens == 7 for r in recs)
     assert all(r.ok and r.usage.completion_tokens == 7 for r in recs)
     assert {r.user for r in recs} <= {0, 1, 2}
-    assert not Path(default_dir).exists()  # the form's directory won over the default

@@ -86,6 +86,22 @@ def test_a_session_that_offered_rates_is_an_open_loop_run(tmp_path):
     assert profile.load_for("ar@q4").rate == 4.0
 
 
+def test_one_rate_offered_is_a_sweep_of_one(tmp_path):
+    from ddbench.core.profile import Profile, load_profile
+
+    write_json_atomic(tmp_path / "manifest.json", {"profile": load_profile("cpu-tiny").model_dump(mode="json")})
+    write_json_atomic(tmp_path / PHASES, {"phases": [_phase(1, "ar", 4, 2.0, 100, 200)]})
+    f = RecordFile(tmp_path, "w1")
+    f.write(rec(130))
+    f.close()
+    run = materialize(tmp_path)
+    assert [r.arm for r in read_records(run.cell_dir("ar@q2", 4, 1))] == ["ar@q2"]
+    assert not run.cell_dir("ar", 4, 1).exists()
+    profile = Profile.model_validate(json.loads((tmp_path / "manifest.json").read_text())["profile"])
+    assert (profile.load.mode, profile.load.rate) == ("open", [2.0])
+    assert profile.measured().sampling_for("ar@q2").rate == 2.0
+
+
 def test_a_session_is_one_load_mode(tmp_path):
     from ddbench.core.profile import load_profile
 

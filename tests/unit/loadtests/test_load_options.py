@@ -60,3 +60,16 @@ def test_bad_values_name_the_option(field, value, match):
 def test_open_mode_needs_a_rate():
     with pytest.raises(OptionError, match="--rate"):
         settings(parse(["--mode", "open"]))
+
+
+def test_the_web_ui_form_shows_no_field_that_files_the_records():
+    from locust.argument_parser import get_empty_argument_parser
+
+    from loadtests.options import INTERNAL
+
+    p = get_empty_argument_parser()
+    add_options(p)
+    shown = set(p.args_included_in_web_ui)
+    assert not {n.replace("-", "_") for n in INTERNAL} & shown
+    assert {"prompt_set", "max_tokens", "temperature", "mode", "rate"} <= shown
+    assert p.parse_args(["--arm", "linear-b16", "--records-dir", "/tmp/x"]).arm == "linear-b16"   # still options
