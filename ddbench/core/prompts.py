@@ -7,7 +7,10 @@ A source is a JSONL file (loadtests/prompts/*.jsonl), one chat request per line,
 
 (max_tokens is optional and overrides the profile's; errors name the file and the line). A user's file
 may be plainer: a line needs only its messages, or a "prompt" string (one user message); its id defaults
-to <file stem>-<line number> and its category to the file stem.
+to <file stem>-<line number> and its category to the file stem. A SPEED-Bench file (NVIDIA's speculative
+decoding benchmark, nvidia/SPEED-Bench: JSONL or the dataset's parquet, rows of question_id, category and
+turns, as SGLang's bench_serving and AIPerf read it) is read as it is: each row its first turn, its
+category kept (a qualitative split's domain, or a throughput split's entropy tier).
 
 A source may also be 'pypi:<distribution>', a public benchmark that an installed package ships
 (PACKAGES), read from the installed package at run time so that no copy of it lives here, or 'random'
@@ -78,15 +81,41 @@ def _prompt(line: _Line, path: Path, n: int) -> Prompt:
                   max_tokens=line.max_tokens)
 
 
+class _SpeedBenchRow(BaseModel):
+    """A SPEED-Bench row, the fields read (the rest, such as sub_category, source and difficulty, are kept by
+    the file's digest and ignored here)."""
+
+    model_config = ConfigDict(frozen=True)
+    question_id: str | int
+    category: str = Field(min_length=1)
+    turns: list[str] = Field(min_length=1)
+
+
+def _speed_bench(row: dict) -> Prompt:
+    """The row's first turn alone: a later turn asks about the model's own answer, which differs by arm."""
+    r = _SpeedBenchRow.model_validate(row)
+    return Prompt(id=f"speedbench-{r.question_id}", category=r.category,
+                  messages=[Message(role="user", content=r.turns[0])])
+
+
+def _rows(path: Path) -> list[tuple[int, dict | str]]:
+    """(line number, row) of a JSONL file, or of a parquet table (row numbers from 1)."""
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return list(enumerate(pq.read_table(path).to_pylist(), start=1))
+    return [(n, line) for n, line in enumerate(path.read_text().splitlines(), start=1) if line.strip()]
+
+
 def _read_jsonl(path: Path) -> list[Prompt]:
     if not path.is_file():
         raise PromptSetError(f"{path}: no such prompt set")
     prompts, seen = [], set()
-    for n, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
+    for n, line in _rows(path):
         try:
-            p = _prompt(_Line.model_validate(json.loads(line)), path, n)
+            row = json.loads(line) if isinstance(line, str) else line
+            p = _speed_bench(row) if isinstance(row, dict) and "turns" in row else \
+                _prompt(_Line.model_validate(row), path, n)
         except json.JSONDecodeError as e:
             raise PromptSetError(f"{path}:{n}: not valid JSON: {e.msg}") from None
         except ValidationError as e:
