@@ -1,11 +1,39 @@
-"""Markers come from the directory a test lives in; GPU tests skip, visibly, without CUDA."""
+"""Markers come from the directory a test lives in; GPU tests skip, visibly, without CUDA; and a test session
+that leaves a file in the checkout (git status changed) fails, naming it: tests write under tmp paths only."""
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 _TIERS = ("unit", "integration", "e2e")
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def _checkout() -> set[str] | None:
+    """git status's lines, ignored files aside (caches); None outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=_REPO,
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return set(out.stdout.splitlines()) if out.returncode == 0 else None
+
+
+def pytest_sessionstart(session):
+    session.config._checkout_before = _checkout()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before, after = session.config._checkout_before, _checkout()
+    if before is None or after is None or after == before:
+        return
+    changed = sorted(after ^ before)
+    session.config.get_terminal_writer().line(
+        "the tests changed the checkout (a test must write under its tmp_path):\n  " + "\n  ".join(changed[:20]),
+        red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_collection_modifyitems(config, items):
