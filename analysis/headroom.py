@@ -16,7 +16,7 @@ distribution q_d (d = 1..L, L = block_size - 1) is read against the target's tok
                   best B-node tree of top-k K (refengine.tree.build), and what each accepts in fact
                   along the target's path
 
-Biases to keep in mind when reading these (FACTS.md, "counterfactuals from one trace are biased"):
+Biases to keep in mind when reading these (counterfactuals from one trace are biased):
 - The marginals are block-level: q_{d+1} is conditioned on the block's context and the root, never on
   the token drafted at depth d. A tree hangs the same q_{d+1} under every depth-d sibling, so a sibling
   that the target takes is followed by a distribution that was fitted to the drafter's own rank-1 path.

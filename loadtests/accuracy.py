@@ -6,7 +6,7 @@
 For each concurrency it runs one real cell (the same run_cell that `just load` uses) and
 compares every record with the schedule:
 - TTFT error  = measured TTFT - ttft_ms, and chunk-gap error = measured gap - itl_ms
-  (median and p99; p99 is marked when n * 0.01 < 10, as METRICS.md asks);
+  (median and p99; p99 is marked when n * 0.01 < 10, as docs/metrics.md asks);
 - the client's own share of it: first-chunk arrival - the server's write of that chunk,
   both on the host's one perf_counter clock (the null server logs its writes);
 - the peak CPU of the Locust process, and the content chunks it read per second.

@@ -54,7 +54,7 @@ def _prompt_set(prompt_set: str | list[str], m) -> str:
     return ", ".join(f"{s} {versions[s]}" if s in versions else s for s in sources(prompt_set))
 
 
-# FACTS.md: "random-token prompts overstate speculation by about 23% (SPEED-Bench, arXiv 2604.09557)"
+# SPEED-Bench (arXiv 2604.09557): random-token prompts overstate speculative acceptance by about 23%
 RANDOM_CAVEAT = ("Prompts of random tokens: they overstate speculative acceptance, by about 23% in SPEED-Bench's "
                  "measurement (arXiv 2604.09557), so this run's acceptance and speedups are likely higher than real "
                  "prompts would give; read them as an upper bound.")

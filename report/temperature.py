@@ -15,7 +15,7 @@ from report.figures import _base, _same_setting, measured_ids, settings
 from report.tables import _h, latex
 from report.tex import ci, escape, num, with_ci
 
-# an external figure, quoted as the design notes give it (shared/design/FACTS.md), never as a result of this run
+# an external figure, quoted with its public source, never as a result of this run
 VLLM_REFERENCE = ("External reference, not measured in this run: an independent study of DDTree on vLLM "
                   "(rmagur1203/vllm-ddtree, docs/DDTREE-FINDINGS-EN.md; a 27B target with a DFlash2 drafter on "
                   "2$\\times$ RTX A6000, CUDA graphs on) reports the tree falling from 0.78$\\times$ the chain at T=0 "

@@ -1,4 +1,4 @@
-"""Every formula of METRICS.md, once: per request, per cell, across repetitions.
+"""Every formula of docs/metrics.md, once: per request, per cell, across repetitions.
 
 Per-cell τ is token-weighted (Σ tokens / Σ verify steps) over the requests that finished inside
 the measured window, the same set that aggregate throughput counts, so that

@@ -1,4 +1,4 @@
-"""Trust checks of METRICS.md: each yields pass, fail or n/a, with the evidence that decided it.
+"""Trust checks of docs/metrics.md: each yields pass, fail or n/a, with the evidence that decided it.
 
 The original study's mistakes are the checklist: too few samples, errors, uncontrolled output
 length, a saturated client, acceptance counters that disagree, commit length ≠ depth + 1, a

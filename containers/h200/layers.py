@@ -15,8 +15,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-# The H200 image's Python packages, as read on a machine running it on 2026-11-17
-# (/work/.library/device/KINDS.md). Versions are not all known: a package listed here is left to
+# The GPU host image's Python packages, as read on a machine running it on 2026-11-17. Versions are not all known: a package listed here is left to
 # the image unless a layer carries it anyway (Layer.carry), and containers/h200/device.py checks
 # on the device that every carried wheel's requirements are met by what is there.
 IMAGE_PACKAGES = frozenset("""

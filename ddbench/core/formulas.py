@@ -1,4 +1,4 @@
-"""The per-request formulas of METRICS.md and the percentile rule, once, for every stage that needs them:
+"""The per-request formulas of docs/metrics.md and the percentile rule, once, for every stage that needs them:
 analysis (whole runs, analysis/estimate/metrics.py) and the live web UI (loadtests/live.py) compute TTFT, TPOT,
 chunk gaps, output rate and τ here. Inputs are raw timings in perf_counter_ns; arrays or scalars."""
 

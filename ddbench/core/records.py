@@ -2,7 +2,7 @@
 
 The load generator writes these; analysis reads them. They hold raw timings only
 (perf_counter_ns, a system-wide monotonic clock on one host), never derived metrics,
-so that every formula of METRICS.md lives in analysis alone and can be re-run.
+so that every formula of docs/metrics.md lives in analysis alone and can be re-run.
 """
 
 from __future__ import annotations
