@@ -95,9 +95,10 @@ SHAPE_FIELDS = (("speculative_num_draft_tokens", "block_size"), ("speculative_dd
 
 
 def shape_evidence(arm, req: pd.DataFrame) -> list[str]:
-    """What an arm's own requests show its server cannot be with the declared block b: a request committing more
-    than b tokens a verify step on average (its prefill's token takes no step), or a draft accepted at depth b or
-    deeper (a block of b drafts b - 1)."""
+    """What an arm's own requests show its server cannot be with the declared block b (and budget B): a request
+    committing more than b tokens a verify step on average (its prefill's token takes no step), a draft accepted
+    at depth b or deeper (a block of b drafts b - 1), or trees of more drafted nodes than B (a chain or a linear
+    arm: b - 1)."""
     if arm.kind == "ar" or arm.block_size is None or req is None or req.empty:
         return []
     r = req[(req["arm"] == arm.id) & req["ok"].astype(bool)]
@@ -112,6 +113,11 @@ def shape_evidence(arm, req: pd.DataFrame) -> list[str]:
         seen = np.flatnonzero(depth[has].sum(axis=0))
         if len(seen) and seen[-1] >= arm.block_size:
             out.append(f"drafts accepted at depth {seen[-1]}, past a block of {arm.block_size}'s {arm.block_size - 1}")
+    if "spec_avg_tree_nodes" in r and len(r):
+        most = arm.tree_budget if arm.kind == "tree" and arm.tree_budget else arm.block_size - 1
+        nodes = r["spec_avg_tree_nodes"].astype(float).max()
+        if np.isfinite(nodes) and nodes > most + 1e-6:
+            out.append(f"trees of {nodes:.2f} drafted nodes on average, more than the declared {most}")
     return out
 
 

@@ -79,3 +79,17 @@ def test_a_mislabelled_block_is_caught_by_the_arms_own_requests():
     assert shape_evidence(LINEAR, req) == []
     full = req.assign(arm="linear-b16", completion_tokens=65, spec_verify_ct=4)
     assert shape_evidence(LINEAR, full) == []
+
+
+def test_a_tree_larger_than_its_declared_budget_is_caught():
+    import pandas as pd
+
+    from analysis.trust.checks import shape_evidence
+
+    b7 = Arm(id="tree-b7-k4", kind="tree", block_size=16, budget=7, topk=4, url="http://127.0.0.1:30002")
+    req = pd.DataFrame([{"arm": "tree-b7-k4", "ok": True, "completion_tokens": 65, "spec_verify_ct": 20,
+                         "spec_avg_tree_nodes": 15.0}])
+    assert shape_evidence(b7, req) == ["trees of 15.00 drafted nodes on average, more than the declared 7"]
+    assert shape_evidence(b7, req.assign(spec_avg_tree_nodes=7.0)) == []
+    # a linear arm's chain drafts its block less one
+    assert shape_evidence(LINEAR, req.assign(arm="linear-b16", spec_avg_tree_nodes=15.0)) == []
