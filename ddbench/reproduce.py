@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from analysis.recommend import BARRING
+from ddbench import timeplan
 from ddbench.cli import add_set_option, plan_text, set_args
 from ddbench.core import budget, schedule
 from ddbench.core.answers import gist
@@ -93,29 +94,6 @@ def pending_cells(profile: Profile, run: RunDir, reps: range | None = None) -> l
         if not _ok(run, (arm, c, r)) or r in redo:
             out.append((arm, c, r))
     return out
-
-
-def estimate(profile: Profile, root: Path) -> str:
-    """Time from the cells of earlier runs of this profile on this machine, if any."""
-    durations: dict[tuple[str, int], list[float]] = {}
-    for status_path in (root / profile.name).glob("*/*/c*-r*/status.json"):
-        try:
-            s = CellStatus.model_validate(read_json(status_path))
-        except Exception:
-            continue
-        if s.started_unix and s.ended_unix:
-            durations.setdefault((s.arm, s.concurrency), []).append(s.ended_unix - s.started_unix)
-    cap = (f"; load.budget_s caps the sweep at {profile.load.budget_s / 60:.1f} min (whole repetitions)"
-           if profile.load.budget_s else "")
-    if not durations:
-        return "no earlier run of this profile here to estimate the time from" + cap
-    known = [(a, c) for a, c, _ in profile.cells() if (a, c) in durations]
-    total = sum(sum(durations[k]) / len(durations[k]) for k in known)
-    missing = len(profile.cells()) - len(known)
-    tail = f" (+ {missing} cells never timed here)" if missing else ""
-    warm = f", and {schedule.warm_up_text(profile)}" if profile.load.warmup_s else ""
-    return (f"about {total / 60:.1f} min of cells, from earlier runs here{tail}, plus server start-up per arm"
-            f"{warm}{cap}")
 
 
 def _scrape(url: str, path: Path, headers: dict[str, str] | None = None) -> None:
@@ -414,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if a.dry_run:
         print(plan_text(profile, source, a.overrides))
-        print(f"\ntime: {estimate(profile, root)}")
+        print("\ntime plan:\n" + "\n".join(f"  {line}" for line in timeplan.plan(profile, root)))
         issues = problems(profile, report=not a.no_report)
         print("\n".join(["", "not ready:"] + [f"  - {p}" for p in issues]) if issues else "\nready to run")
         return 0

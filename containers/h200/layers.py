@@ -15,9 +15,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-# The GPU host image's Python packages, as read on a machine running it on 2026-11-17. Versions are not all known: a package listed here is left to
-# the image unless a layer carries it anyway (Layer.carry), and containers/h200/device.py checks
-# on the device that every carried wheel's requirements are met by what is there.
+# The GPU host image's Python packages, as read on a machine running it on 2026-11-17. Versions are not
+# all known: a package listed here is left to the image unless a layer carries it anyway (Layer.carry), and
+# containers/h200/device.py checks on the device that every carried wheel's requirements are met by what is there.
 IMAGE_PACKAGES = frozenset("""
 absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build
 certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core
