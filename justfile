@@ -109,9 +109,10 @@ test *ARGS:
 
 lint:
     ruff check .
+    mypy
     find containers -name 'Dockerfile*' -print0 | xargs -0 -r hadolint
 
 # remove caches and ad-hoc results (committed runs stay)
 clean:
-    rm -rf .pytest_cache .ruff_cache .benchmarks results/adhoc
+    rm -rf .pytest_cache .ruff_cache .mypy_cache .benchmarks results/adhoc
     find . -name __pycache__ -not -path './.venv/*' -prune -exec rm -rf {} +

@@ -129,7 +129,7 @@ def speedup(x: Side, y: Side, c: int, vary: tuple[str, ...] = ()) -> dict:
     thr_y = cy["tokens"].sum() / cy["window_s"].sum()
     open_loop = x.run.profile.load_for(ax).rate is not None
     tpot = ratio_stats(cy, cx, "tpot_mean", paired) if c == 1 or open_loop else None
-    if open_loop:
+    if tpot is not None and open_loop:
         # below saturation the offered rate, not the arm, sets throughput: what the arm changes is how fast each
         # request streams, so the headline is the baseline's TPOT over the arm's (higher is better, as throughput)
         r = {**tpot, "sd_x": tpot["sd_y"], "sd_y": tpot["sd_x"], "dt_mean_s": -tpot["dt_mean_s"]}

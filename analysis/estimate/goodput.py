@@ -60,8 +60,8 @@ def resolve(slo: Slo | None, req: pd.DataFrame, profile) -> tuple[Slo | None, st
                           for name, v, x, m in bounds if v is not None)
 
 
-def _ms(v: float) -> str:
-    return f"{v:.3g}" if v < 1000 else f"{v:.0f}"
+def _ms(v: float | None) -> str:
+    return "" if v is None else f"{v:.3g}" if v < 1000 else f"{v:.0f}"
 
 
 def per_cell(req: pd.DataFrame, cells: pd.DataFrame, slo: Slo | None) -> pd.DataFrame:

@@ -125,12 +125,13 @@ def per_cell(req: pd.DataFrame, gaps: pd.DataFrame, cells: pd.DataFrame, kinds: 
     gap_vals = gaps["gap_s"].to_numpy()[order]
     bounds = np.searchsorted(gap_cell[order], np.arange(len(keys) + 1))
     categories = sorted(req["category"].astype(str).unique())
-    rows, boots = [], {}
+    rows: list[dict] = []
+    boots: dict = {}
     for cell in cells.to_dict("records"):
         key = (cell["arm"], cell["concurrency"], cell["repetition"])
         idx = groups.get(key, np.zeros(0, int))
-        i = keys.index(key) if key in groups else None
-        g = gap_vals[bounds[i]:bounds[i + 1]] if i is not None else np.zeros(0)
+        i = keys.index(key) if key in groups else -1
+        g = gap_vals[bounds[i]:bounds[i + 1]] if i >= 0 else np.zeros(0)
         row, boots[key] = _cell(cell, req.iloc[idx], g, kinds.get(cell["arm"], "?"), categories, b, rng)
         rows.append(row)
     return pd.DataFrame(rows), boots
@@ -208,7 +209,8 @@ def ratio(boot: Boot | list[Boot], num: str, den: str) -> tuple[float, np.ndarra
     """Σnum / Σden at the point and per replicate, pooled over the given cells (repetitions)."""
     boots = boot if isinstance(boot, list) else [boot]
     pn = pdn = 0.0
-    rn = rd = 0.0
+    rn: float | np.ndarray = 0.0
+    rd: float | np.ndarray = 0.0
     for bt in boots:
         a, ra = bt.sums(num)
         c, rc = bt.sums(den)

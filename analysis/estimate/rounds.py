@@ -133,7 +133,7 @@ def paired(ux: pd.DataFrame, uy: pd.DataFrame, b: int = BOOTSTRAP, seed: int = 0
     both = ux.merge(uy, on=["repetition", "round"], suffixes=("_x", "_y")).sort_values(["repetition", "round"])
     both = both[(both["unit_s_x"] > 0) & (both["unit_s_y"] > 0)]
     n = len(both)
-    out = dict.fromkeys(COLUMNS[3:], float("nan")) | {"rounds": n}
+    out: dict = dict.fromkeys(COLUMNS[3:], float("nan")) | {"rounds": n}
     if n < 4:
         out["verdict"] = "no interval"
         return out

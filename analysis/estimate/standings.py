@@ -14,6 +14,7 @@ with the same paired ratio."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -121,9 +122,9 @@ class Family:
     of the same conditions are its references."""
 
     trees: tuple            # by budget, one arm per budget
-    chain: object | None
-    linear: object | None
-    sampling: object        # ddbench.core.profile.Sampling
+    chain: Any | None       # ddbench.core.profile.Arm
+    linear: Any | None
+    sampling: Any           # ddbench.core.profile.Sampling
     graphs: bool
     topk: int | None        # None: K = B
 
@@ -152,14 +153,14 @@ def families(a) -> list[Family]:
     def where(x) -> tuple:
         return p.sampling_for(x.id).label, p.cuda_graphs(x), x.block_size
 
-    groups: dict[tuple, dict[int, object]] = {}
+    groups: dict[tuple, dict[int, Any]] = {}
     for x in p.arms:
         if x.kind == "tree":
             key = (*where(x), None if x.topk == x.budget else x.topk, repr(sorted(x.env.items())),
                    tuple(x.extra_args))
             # the first arm of a budget: a second (an eager twin on a CPU, where graphs never run) is the same condition
             groups.setdefault(key, {}).setdefault(x.budget, x)
-    refs: dict[tuple, object] = {}
+    refs: dict[tuple, Any] = {}
     for x in p.arms:
         if x.kind in ("chain", "linear"):
             refs.setdefault((x.kind, *where(x)), x)

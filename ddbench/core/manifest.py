@@ -188,7 +188,8 @@ def model_digests(profile: Profile) -> dict:
     """{role: digest} for the profile's checkpoints that are local directories (a hub id has none here),
     and under "twin" the recipe of a twin (refengine/twin.py) they were built as: a twin is a model pair
     of its own, whose files share a name with no other pair's."""
-    out, twins = {}, {}
+    out: dict = {}
+    twins: dict[str, dict] = {}
     for role, name in profile.models.model_dump().items():
         if name and (path := repo_path(name)).is_dir():
             out[role] = {"path": name, **checkpoint_digest(path)}

@@ -126,7 +126,8 @@ def apply(raw: dict, texts: list[str] | tuple[str, ...], model: type[BaseModel])
 
 
 def _apply_one(data: dict, o: Override, model: type[BaseModel]) -> Override:
-    node, where = data, ""
+    node: dict | list = data
+    where = ""
     current: type[BaseModel] | None = model    # the model `node` is an instance of (None: an open mapping)
     annotation = None
     for i, seg in enumerate(o.path):

@@ -211,6 +211,7 @@ class Arm(Strict):
     def tree_budget(self) -> int | None:
         """Nodes verified per step beyond the root (chain: b - 1)."""
         if self.kind == "chain":
+            assert self.block_size is not None   # the validator requires it of a chain
             return self.block_size - 1
         return self.budget
 
@@ -222,7 +223,10 @@ class Arm(Strict):
     def verify_width(self) -> int:
         """Target tokens one verify step takes per request: 1 (AR), the block (linear), the root and the tree's
         budget (chain, tree)."""
-        return {"ar": 1, "linear": self.block_size}.get(self.kind) or self.tree_budget + 1
+        if self.kind in ("ar", "linear"):
+            return 1 if self.kind == "ar" else self.block_size or 0
+        assert self.tree_budget is not None   # the validator requires a budget of a tree
+        return self.tree_budget + 1
 
     @property
     def server(self) -> str:
@@ -776,7 +780,7 @@ def _check_external(p: Profile) -> None:
             if getattr(a, name) not in (None, [], {}):
                 raise ValueError(f"{_arm_field(p, i, name)}: backend 'external' starts no server, so it "
                                  f"takes no {name}")
-    urls = [a.url.rstrip("/") for a in p.arms]
+    urls = [(a.url or "").rstrip("/") for a in p.arms]
     dupes = sorted({u for u in urls if urls.count(u) > 1})
     if dupes:   # two arms on one server would measure one configuration twice under two names
         raise ValueError(f"arms[].url: arms share a server URL: {dupes}; each arm is its own server")
@@ -820,6 +824,7 @@ def _check_sglang(p: Profile) -> None:
                              "run `python -m containers.h200.diagnostics stage-cost RUN_DIR` beside the sweep")
     if p.backend.ddtree == "fork":
         for a in ddtree:  # the fork's start-up check (ddbench patch 0001), made before any server starts
+            assert a.block_size is not None and a.tree_topk is not None and a.tree_budget is not None
             depth, k = a.block_size - 1, a.tree_topk
             if a.tree_budget > (room := sum(k ** d for d in range(1, depth + 1))):
                 raise ValueError(
@@ -904,7 +909,7 @@ def load_profile(name_or_path: str | os.PathLike, overrides: list[str] | tuple[s
         raise ProfileError(f"{source}: not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise ProfileError(f"{source}: a profile is a YAML mapping, got {type(raw).__name__}")
-    applied = []
+    applied: list = []
     if overrides:
         from ddbench.core.overrides import OverrideError, apply
 

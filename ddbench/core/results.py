@@ -141,7 +141,7 @@ def read_records(directory: str | Path) -> list[RequestRecord]:
     """Every record of a cell directory; a malformed line is an error naming file and line."""
     out = []
     for path in record_files(Path(directory)):  # plain, or packed by `ddbench pack`
-        for n, line in enumerate(read_run_text(path).splitlines(), start=1):
+        for n, line in enumerate((read_run_text(path) or "").splitlines(), start=1):
             if not line.strip():
                 continue
             try:

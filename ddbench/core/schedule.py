@@ -51,11 +51,18 @@ class Profile(Protocol):
     """What the schedule reads of a profile (ddbench.core.profile.Profile is one). The schedule sits below the
     profile: the profile's load.schedule field takes its Mode from here, and Profile.cells() is order()."""
 
-    load: Any          # .schedule (a Mode), .concurrency, .repetitions
-    backend: Any       # .kind
-    runtime: Any       # .mem_fraction_static
-    placement: Any     # .device
-    arms: Sequence[Any]
+    # read-only: a frozen model's fields are (.load: .schedule, a Mode, .concurrency, .repetitions; .backend:
+    # .kind; .runtime: .mem_fraction_static; .placement: .device)
+    @property
+    def load(self) -> Any: ...
+    @property
+    def backend(self) -> Any: ...
+    @property
+    def runtime(self) -> Any: ...
+    @property
+    def placement(self) -> Any: ...
+    @property
+    def arms(self) -> Sequence[Any]: ...
 
     def measured_arms(self) -> list[Any]: ...
 
