@@ -47,15 +47,14 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ddbench.core.results import HEADROOM_FILES
 from refengine.tree import Tree, build, walk
 
 # (lowest rank, highest rank, column): the buckets of (a)
 BUCKETS = ((1, 1, "rank_1"), (2, 2, "rank_2"), (3, 4, "rank_3_4"), (5, 8, "rank_5_8"), (9, math.inf, "rank_gt_8"))
 SHARES = [name for _, _, name in BUCKETS]
 DEFAULT_TREES = ((15, 8), (31, 8), (63, 8))   # when a profile has no tree arm and none are asked for
-FILES = {"ranks": "headroom_ranks.csv", "first_mismatch": "headroom_first_mismatch.csv",
-         "after_sibling": "headroom_after_sibling.csv", "headroom": "headroom_trees.csv",
-         "setup": "headroom_setup.csv"}
+FILES = HEADROOM_FILES
 DRAFT_CHUNK = 64   # roots per drafter forward: bounds the [roots, context, features] expansion
 
 

@@ -62,16 +62,18 @@ import pandas as pd
 import torch
 from scipy import optimize, stats
 
+from analysis.estimate.stats import POWER as MDE_POWER
+from ddbench.core.results import SAMPLING_LAW_TABLE
 from refengine.plan import Plan
 from refengine.sampling import Sampling as RefSampling
 from refengine.sampling import probs
 
-NAME = "lossless_sampling"
+NAME = SAMPLING_LAW_TABLE
 DRAWS = 1200          # per row: AR, 3 speculative arms and the control took 3.4 minutes on 2 cores (335 CPU-s)
 PROMPTS = 4
 K = 3                 # the shipped pair's first token after the chat template is near-certain: k = 3 tests two
 ALPHA = 0.05          # the family's, across every checked row
-POWER = 0.8
+POWER = MDE_POWER   # the power a detectable bias is stated at, as every MDE of the report
 MIN_EXPECTED = 5      # the usual rule for the chi-square approximation of G
 CANDIDATES = 48       # prompts whose law is computed to choose from
 CHUNK = 256           # sequences per target forward in the law

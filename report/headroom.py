@@ -11,7 +11,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from analysis.analyze import Analysis
-from analysis.headroom import FILES
+from ddbench.core.results import HEADROOM_FILES as FILES
 from report.tables import _h, latex
 from report.tex import escape, num
 

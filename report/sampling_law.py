@@ -19,8 +19,9 @@ import pandas as pd
 from markupsafe import Markup
 
 from analysis.analyze import Analysis
-from analysis.sampling_law import NAME, POWER
+from analysis.estimate.stats import POWER
 from ddbench.core.profile import Sampling
+from ddbench.core.results import SAMPLING_LAW_TABLE as NAME
 from report.tables import _h, latex
 from report.tex import escape, num
 

@@ -59,6 +59,12 @@ OVERLAY_CHECK = "diagnostics/overlay-check.json"   # the build against stock SGL
 SERVER_INFO = "server_info.json"   # an external server's self-description, beside its arm's status
 SERVER_LOG = "server.log"
 TABLES = "tables"
+# the T>0 lossless test's table under tables/ (analysis/sampling_law.py writes it as .csv and .parquet)
+SAMPLING_LAW_TABLE = "lossless_sampling"
+# the drafter diagnosis' tables under tables/ (analysis/headroom.py writes them, the report reads them)
+HEADROOM_FILES = {"ranks": "headroom_ranks.csv", "first_mismatch": "headroom_first_mismatch.csv",
+                  "after_sibling": "headroom_after_sibling.csv", "headroom": "headroom_trees.csv",
+                  "setup": "headroom_setup.csv"}
 STALE = "stale"    # tables and report.pdf of data that has since changed (RunDir.set_aside)
 REPORT = "report.pdf"
 NOTES = "notes.md"  # a person's account of a run, written after it (what is missing, and why): the report prints it

@@ -151,3 +151,15 @@ def test_no_import_circles():
     if found:
         pytest.fail("import circles (give the shared concept one home):\n" +
                     "\n".join("  " + " -> ".join(c) for c in found))
+
+
+def test_the_report_imports_no_torch():
+    """Rendering a report reads tables: the model code (torch, the reference engine) stays out of its imports."""
+    import subprocess
+    import sys
+
+    code = ("import sys, report.build, report.__main__; "
+            "print(sorted(m for m in ('torch', 'refengine') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
