@@ -65,7 +65,8 @@ def test_dry_run_changes_nothing(mini):
     out = subprocess.run([sys.executable, "-m", "ddbench", "reproduce", str(profile), "--dry-run",
                           "--results-root", str(root)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "2 arms x 1 concurrency x 2 repetitions = 4 cells" in out.stdout and "time:" in out.stdout
+    assert "2 arms x 1 concurrency x 2 repetitions = 4 cells" in out.stdout
+    assert "time plan:\n  no earlier run of mini under" in out.stdout
     assert not root.exists()
 
 
