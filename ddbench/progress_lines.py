@@ -15,7 +15,7 @@ def _clock(s: float) -> str:
 
 class ProgressLines:
     def __init__(self, console: Console):
-        self.console, self.tasks = console, {}
+        self.console, self.tasks = console, []
 
     def __enter__(self) -> ProgressLines:
         return self
@@ -24,7 +24,7 @@ class ProgressLines:
         return None
 
     def add_task(self, description: str, total: int) -> int:
-        self.tasks[len(self.tasks)] = {"description": description, "total": total, "done": 0, "t0": time.monotonic()}
+        self.tasks.append({"description": description, "total": total, "done": 0, "t0": time.monotonic()})
         return len(self.tasks) - 1
 
     def update(self, task: int, description: str) -> None:

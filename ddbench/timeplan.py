@@ -13,7 +13,7 @@ from pathlib import Path
 from ddbench.core import budget, schedule
 from ddbench.core.profile import Profile
 from ddbench.core.records import CellStatus
-from ddbench.core.results import read_json
+from ddbench.core.results import MANIFEST, STATUS, RunDir, read_json
 
 
 def bring_up_seconds(runs: list[Path], servers: list[str]) -> dict[str, float]:
@@ -22,7 +22,7 @@ def bring_up_seconds(runs: list[Path], servers: list[str]) -> dict[str, float]:
     for run in runs:
         for s in servers:
             try:
-                ready = read_json(run / s / "status.json").get("ready_s")
+                ready = read_json(RunDir(run).arm_dir(s) / STATUS).get("ready_s")
             except (OSError, ValueError):
                 continue
             if isinstance(ready, int | float) and ready > 0:
@@ -35,9 +35,9 @@ def repetition_seconds(runs: list[Path]) -> list[float]:
     out = []
     for run in runs:
         spans: dict[int, set[tuple[float, float]]] = {}
-        for path in run.glob("*/c*-r*/status.json"):
+        for *_, cell in RunDir(run).cells():
             try:
-                s = CellStatus.model_validate(read_json(path))
+                s = CellStatus.model_validate(read_json(cell / STATUS))
             except (OSError, ValueError):
                 continue
             if s.status == "ok" and s.started_unix and s.ended_unix:
@@ -58,7 +58,7 @@ def _union(spans: list[tuple[float, float]]) -> float:
 def plan(profile: Profile, root: Path) -> list[str]:
     """The plan's lines: bring-ups and warm-up (once, or per repetition where the schedule brings servers up
     afresh each repetition), a repetition, and what the budget lets run."""
-    runs = sorted(p for p in (root / profile.name).glob("*") if (p / "manifest.json").is_file())
+    runs = sorted(p for p in (root / profile.name).glob("*") if (p / MANIFEST).is_file())
     servers = list(dict.fromkeys(a.server for a in profile.measured_arms()))
     blocks, n = schedule.blocks(profile), profile.load.repetitions
     ready = bring_up_seconds(runs, servers)

@@ -14,7 +14,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from analysis import recommend as recommend_rule
-from analysis.estimate import goodput, standings, stats
+from analysis.estimate import goodput, rates, standings, stats
 from analysis.read.manifest import twin
 from analysis.triage import TIE
 from ddbench.core import budget, settings
@@ -177,6 +177,11 @@ def verdict_word(v: str) -> str:
     return {"faster": "faster", "slower": "slower", "within noise": "within noise"}.get(v, v or "not compared")
 
 
+def times(x, lo, hi, verdict: str, of: str) -> str:
+    """'2.15$\\times$ AR (95\\% CI 2.14--2.16, faster)': a ratio against a reference, its interval and verdict."""
+    return f"{num(x, 2)}$\\times$ {of} (95\\% CI {ci(lo, hi, 2) or 'none'}, {verdict_word(verdict)})"
+
+
 def ratio_cell(x, lo, hi, verdict: str) -> Markup:
     """'1.23 (1.10--1.35) faster': the verdict is what the interval says, never more."""
     if missing(x):
@@ -263,8 +268,7 @@ def recommend(a, g: dict) -> tuple[str | None, Markup]:
         return None, Markup(f"{title}: \\textbf{{no recommendation}}: no arm passes its own checks unbeaten ({why}).")
     pick = picked.iloc[0]
     sp = _ar(a, pick["arm"], c)
-    vs = (f", {num(sp['speedup'], 2)}$\\times$ AR (95\\% CI {ci(sp['speedup_lo'], sp['speedup_hi'], 2) or 'none'}, "
-          f"{verdict_word(sp['verdict'])})" if sp else "")
+    vs = (", " + times(sp["speedup"], sp["speedup_lo"], sp["speedup_hi"], sp["verdict"], "AR") if sp else "")
     what = " (no speculation)" if pick["kind"] == "ar" else ""
     lead = (f"{title}: \\textbf{{deploy {escape(_shown(a, pick['arm']))}}}{what}: {num(pick['throughput'], 1)} tok/s"
             f"{vs}")
@@ -445,9 +449,8 @@ def goodput_lines(a) -> list[Markup]:
         row = r[(r["arm"] == best["arm"]) & (r["baseline"] == ar) & (r["concurrency"] == c)] if ar else r.iloc[:0]
         if len(row) and np.isfinite(row.iloc[0]["goodput_ratio"]):
             x = row.iloc[0]
-            band = ci(x["goodput_ratio_lo"], x["goodput_ratio_hi"], 2)
-            text += (f"; {num(x['goodput_ratio'], 2)}$\\times$ AR's goodput (95\\% CI {band or 'none'}, "
-                     f"{verdict_word(x['goodput_verdict'])})")
+            text += "; " + times(x["goodput_ratio"], x["goodput_ratio_lo"], x["goodput_ratio_hi"],
+                                 x["goodput_verdict"], "AR's goodput")
         elif len(row):
             text += f"; against AR: {escape(row.iloc[0]['goodput_verdict'])}"
         out.append(Markup(text))
@@ -469,7 +472,7 @@ def saturation_lines(a) -> list[Markup]:
             out.append(Markup(f"\\texttt{{{escape(base)}}} kept up at every offered rate (to {top} req/s)"))
             continue
         served = ", ".join(f"{100 * x.served:.0f}\\% at {x.offered_rate:g}" for x in sat.itertuples())
-        out.append(Markup(f"\\texttt{{{escape(base)}}} \\textbf{{saturated from {sat['offered_rate'].min():g} "
+        out.append(Markup(f"\\texttt{{{escape(base)}}} \\textbf{{saturated from {rates.first_saturated(d):g} "
                           f"req/s}} (served {served}): not recommended there"))
     return out
 

@@ -36,7 +36,8 @@ def table(summary: pd.DataFrame, servers: dict[str, str]) -> pd.DataFrame:
     return s[COLUMNS].sort_values(["base", "offered_rate"], ignore_index=True)
 
 
-def _first_saturated(rows: pd.DataFrame) -> float:
+def first_saturated(rows: pd.DataFrame) -> float:
+    """The lowest offered rate at which these rows (one arm's) saturated; NaN where none did."""
     sat = rows.loc[rows["saturated"].astype(bool), "offered_rate"]
     return float(sat.min()) if len(sat) else float("nan")
 
@@ -60,7 +61,7 @@ def wins(rates: pd.DataFrame, speedups: pd.DataFrame) -> pd.DataFrame:
         top = won.loc[won["rate"].idxmax()] if len(won) else pd.Series(np.nan, index=won.columns)
         rows.append({"arm": arm, "baseline": ref, "highest_rate": float(top["rate"]),
                      **{k: top[k] for k in ("tpot_ratio", "tpot_ratio_lo", "tpot_ratio_hi")},
-                     "saturates_at": _first_saturated(rates[rates["base"] == arm]),
-                     "baseline_saturates_at": _first_saturated(rates[rates["base"] == ref]),
+                     "saturates_at": first_saturated(rates[rates["base"] == arm]),
+                     "baseline_saturates_at": first_saturated(rates[rates["base"] == ref]),
                      "rates": len(g)})
     return pd.DataFrame(rows, columns=WINS)

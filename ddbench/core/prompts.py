@@ -107,7 +107,7 @@ def _rows(path: Path) -> list[tuple[int, dict | str]]:
     return [(n, line) for n, line in enumerate(path.read_text().splitlines(), start=1) if line.strip()]
 
 
-def _read_jsonl(path: Path) -> list[Prompt]:
+def _read_prompt_file(path: Path) -> list[Prompt]:
     if not path.is_file():
         raise PromptSetError(f"{path}: no such prompt set")
     prompts, seen = [], set()
@@ -141,7 +141,7 @@ def _select(prompts: list[Prompt], categories: list[str] | None, where: str) -> 
 def load_prompts(path: str | Path, categories: list[str] | None = None) -> list[Prompt]:
     """One JSONL file's prompts (those in `categories`, when given)."""
     path = Path(path)
-    return _select(_read_jsonl(path), categories, str(path))
+    return _select(_read_prompt_file(path), categories, str(path))
 
 
 # --- package sources -------------------------------------------------------------------------------
@@ -284,7 +284,7 @@ def _source_prompts(source: str, resolve: Resolve, random: RandomPrompts | None)
     if is_package(source):
         pkg, _, blobs = _package_data(source)
         return pkg.prompts(*blobs)
-    return _read_jsonl(resolve(source))
+    return _read_prompt_file(resolve(source))
 
 
 def load_prompt_set(prompt_set: PromptSet, categories: list[str] | None = None,
