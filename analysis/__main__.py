@@ -1,4 +1,4 @@
-"""python -m analysis RUN_DIR: tidy tables, comparisons and trust checks into RUN_DIR/tables/.
+"""python -m analysis RUN_DIR: tidy tables, comparisons and trust checks into RUN_DIR/tables/ (the report renders them).
 
 With --compare-with OTHER (a run directory, or a profile's results directory: its newest finished
 run), or a compare_with in the run's profile, also the cross-check of the two runs (crosscheck*.csv)."""
@@ -10,7 +10,8 @@ import sys
 
 import pandas as pd
 
-from analysis.analyze import BOOTSTRAP, analyze, set_aside_stale, write_tables
+from analysis import saved
+from analysis.analyze import BOOTSTRAP, analyze, set_aside_stale
 from analysis.estimate.compare import MismatchError
 from analysis.read.ingest import IngestError
 from analysis.read.manifest import ManifestError
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         if stale := set_aside_stale(a.run_dir):
             print(f"analysis: {stale}", file=sys.stderr)
         return 2
-    paths = write_tables(res)
+    paths = saved.write(res)
     cells = res.cells
     failed = cells[cells["status"] != "ok"]
     bad = res.checks[res.checks["status"] == checks.FAIL]

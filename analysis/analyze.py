@@ -1,4 +1,4 @@
-"""The whole analysis of one run: ingest, formulas, comparisons, checks; tables written to tables/."""
+"""The whole analysis of one run: ingest, formulas, comparisons, checks (analysis.saved writes it to tables/)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from analysis import agreement, recommend, triage
 from analysis.diagnose import acceptance, gpu_time, host_profile, stagecost
-from analysis.estimate import compare, goodput, metrics, rates, rounds
-from analysis.outcome import TABLE_NAMES, Analysis
+from analysis.estimate import compare, goodput, metrics, rates, rounds, standings
+from analysis.outcome import Analysis
 from analysis.read import ingest
 from analysis.trust import checks, correctness, crosscheck, stability, stationarity
-from ddbench.core.results import TABLES, RunDir, write_bytes_atomic
+from ddbench.core.results import RunDir
 
 BOOTSTRAP = 1000
 SLIM = ["arm", "concurrency", "repetition", "warmup", "ok", "in_window", "category", "max_tokens", "temperature",
@@ -78,7 +77,9 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
                    goodput_ratios=goodput.ratios(good, speedups), warmups=warm, slo_text=slo_text)
     res.rates = rates.table(summary, {a.id: a.server for a in run.profile.arms})
     res.rate_wins = rates.wins(res.rates, speedups)
+    res.pairs = standings.pairs(res)
     res.recommendation = recommend.recommendation(res)
+    res.bootstrap = len(next(iter(boots.values())).reps) if boots else 0
     if other_path is not None:
         other = analyze(other_path, bootstrap, seed, min_requests, cross=False)
         res.crosscheck = crosscheck.cross_check(res, other)
@@ -118,53 +119,6 @@ def with_server_tau(run: ingest.Run, summary: pd.DataFrame, cells: pd.DataFrame)
     summary["server_tau"] = [t for t, _ in found]
     summary["server_tau_source"] = [s for _, s in found]
     return summary
-
-
-def write_tables(a: Analysis) -> list[Path]:
-    """Every table as parquet (typed, for re-analysis) and csv (for a human), atomically."""
-    out = []
-    tables = {"requests": a.requests.drop(columns=["text", "output_token_ids"], errors="ignore"),
-              "cells": a.cells, "summary": a.summary,
-              "speedups": a.speedups, "decomposition": a.decomposition, "categories": a.categories,
-              "lossless": a.lossless, "checks": a.checks, "drift": a.drift, "gpu_band": a.gpu_band,
-              "host_cpu": a.host_cpu, "stage_cost": a.stage_cost, "between_runs": a.between_runs,
-              "stationarity": a.stationarity, "rounds": a.rounds, "gpu_time": a.gpu_time,
-              "host_profile": a.host_profile, "rates": a.rates, "rate_wins": a.rate_wins,
-              "recommendation": a.recommendation, "acceptance_by_position": a.by_position,
-              "goodput": a.goodput, "goodput_ratios": a.goodput_ratios, "warmups": a.warmups,
-              "server_log": a.run.log, "server_metrics": a.run.server,
-              "telemetry": a.run.telemetry}
-    if a.triage is not None:
-        tables.update(triage=a.triage.divergences, triage_counts=a.triage.counts)
-    if a.crosscheck is not None:
-        tables.update(a.crosscheck.tables())
-    else:    # a cross-check table left by an earlier analysis would describe a comparison not made now
-        for name in TABLE_NAMES:
-            for suffix in (".parquet", ".csv"):
-                (a.run.path / TABLES / f"{name}{suffix}").unlink(missing_ok=True)
-    for name, df in tables.items():
-        df = _plain(df)
-        pq = a.run.path / TABLES / f"{name}.parquet"
-        write_bytes_atomic(pq, df.to_parquet(index=False))
-        if name != "requests":
-            write_bytes_atomic(pq.with_suffix(".csv"), df.to_csv(index=False).encode())
-        out.append(pq)
-    return out
-
-
-def _plain(df: pd.DataFrame) -> pd.DataFrame:
-    """Mixed-type object columns (lists beside None, bools beside NaN) as strings Arrow can store."""
-    df = df.copy()
-    for col in df.columns:
-        if isinstance(df[col].dtype, pd.ArrowDtype) and pa.types.is_list(df[col].dtype.pyarrow_dtype):
-            # pandas cannot read back the Arrow list dtype it writes in the file's metadata; Python lists
-            # store as the same Arrow list column and read back as lists
-            df[col] = pd.Series(df[col].tolist(), index=df.index, dtype=object)
-        if df[col].dtype == object:
-            kinds = {type(v) for v in df[col].dropna()}
-            if len(kinds) > 1 or (kinds and kinds <= {list, tuple, dict} and col not in ingest.SPEC_HISTOGRAMS):
-                df[col] = df[col].map(lambda v: None if v is None or (isinstance(v, float) and v != v) else str(v))
-    return df
 
 
 def set_aside_stale(run_dir: str | Path) -> str:

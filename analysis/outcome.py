@@ -65,7 +65,9 @@ class Analysis:
     slo_text: str = ""      # the SLO in ms as goodput applied it, and how it was set (estimate.goodput.resolve)
     goodput_ratios: pd.DataFrame = field(default_factory=pd.DataFrame)  # X over Y, paired by repetition
     warmups: pd.DataFrame = field(default_factory=pd.DataFrame)     # warm-ups until stable (trust.stability)
+    pairs: pd.DataFrame = field(default_factory=pd.DataFrame)       # every two arms' ratio (estimate.standings)
     boots: dict = field(default_factory=dict)
+    bootstrap: int = 0       # resamples of the pooled request bootstrap (0: nothing resampled)
     refusals: list[str] = field(default_factory=list)
     seconds: float = 0.0
     crosscheck: CrossCheck | None = None   # against the run named by compare_with (analysis.trust.crosscheck)

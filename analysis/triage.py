@@ -155,25 +155,10 @@ def triage(run, req: pd.DataFrame, scorer=None) -> Triage:
 
     scorer (tests) stands in for the target: an object with .tokenizer and .score(prompt_ids, output_ids)
     (see Scorer); by default the run's target is loaded when the first divergence needs it."""
-    p = run.profile
-    todo = pairs(p)
-    if not greedy_arms(p):
-        return empty(T_ONLY)
-    if not todo:
-        return empty("the profile has no ar arm to compare against")
-    ok = req[req["ok"].to_numpy(dtype=bool)]
-    ok = ok[ok["arm"].isin([a.id for a in greedy_arms(p)])]
-    if ok.empty:
-        return empty("no request finished")
-    if (ok["temperature"] != 0).any():
-        return empty("sampling at temperature > 0: outputs may differ by design")
-    cols = ["arm", "prompt_id", "text", "output_token_ids", "completion_tokens"]
-    ok = ok[[c for c in cols if c in ok]].copy()
-    if "output_token_ids" not in ok:
-        ok["output_token_ids"] = None
-    ok["arm"], ok["prompt_id"] = ok["arm"].astype(str), ok["prompt_id"].astype(str)
-    ok["text"] = ok["text"].astype(str)
-    ok["ids"] = [_ids(v) for v in ok["output_token_ids"].tolist()]
+    todo = pairs(run.profile)
+    ok, why = _greedy_outputs(run.profile, req, todo)
+    if ok is None:
+        return empty(why)
     state = _State(run, scorer)
     counts, found = [], []
     for comparison, arm, ref_arm in todo:
@@ -182,31 +167,62 @@ def triage(run, req: pd.DataFrame, scorer=None) -> Triage:
         mine = mine[mine["prompt_id"].isin(list(refs))]
         if mine.empty:
             continue
-        groups: dict[tuple, int] = {}
-        for key in zip(mine["prompt_id"], mine["text"], mine["ids"], strict=True):
-            groups[key] = groups.get(key, 0) + 1
-        rows, sources = [], []
-        for (prompt, text, ids), n in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-            ref_text, ref_ids = refs[prompt]
-            server = ids is not None and ref_ids is not None
-            sources.append((SERVER if server else RETOKENIZED, n))
-            if (ids == ref_ids) if server else (text == ref_text):
-                rows.append(("identical", n, None))
-                continue
-            d = state.divergence(prompt, ref_text, ref_ids, text, ids, server)
-            if state.note:
-                return empty(state.note)
-            if d is None:       # the texts differ, their re-tokenizations do not (cannot happen; be safe)
-                rows.append(("identical", n, None))
-                continue
-            d.update(comparison=comparison, arm=arm, reference=ref_arm, prompt_id=prompt, requests=n)
-            found.append(d)
-            rows.append((d["verdict"], n, d))
+        rows, sources = _diverged(state, mine, refs, comparison, arm, ref_arm)
+        if state.note:
+            return empty(state.note)
+        found += [d for _, _, d in rows if d is not None]
         counts.append(_count(comparison, arm, ref_arm, rows, sources))
     if found:
         state.ensure_positions(ok, [r for c, _, r in todo if c == LOSSLESS][:1])
     div = pd.DataFrame(found, columns=COLUMNS)
     return Triage(pd.DataFrame(counts, columns=COUNT_COLUMNS), div, state.positions(), state.note)
+
+
+def _greedy_outputs(p, req: pd.DataFrame, todo: list) -> tuple[pd.DataFrame | None, str]:
+    """The finished requests of the greedy arms, with their text and ids as tuples; or None and why not."""
+    if not greedy_arms(p):
+        return None, T_ONLY
+    if not todo:
+        return None, "the profile has no ar arm to compare against"
+    ok = req[req["ok"].to_numpy(dtype=bool)]
+    ok = ok[ok["arm"].isin([a.id for a in greedy_arms(p)])]
+    if ok.empty:
+        return None, "no request finished"
+    if (ok["temperature"] != 0).any():
+        return None, "sampling at temperature > 0: outputs may differ by design"
+    cols = ["arm", "prompt_id", "text", "output_token_ids", "completion_tokens"]
+    ok = ok[[c for c in cols if c in ok]].copy()
+    if "output_token_ids" not in ok:
+        ok["output_token_ids"] = None
+    ok["arm"], ok["prompt_id"] = ok["arm"].astype(str), ok["prompt_id"].astype(str)
+    ok["text"] = ok["text"].astype(str)
+    ok["ids"] = [_ids(v) for v in ok["output_token_ids"].tolist()]
+    return ok, ""
+
+
+def _diverged(state, mine: pd.DataFrame, refs: dict, comparison: str, arm: str, ref_arm: str):
+    """Each distinct output of one arm against its reference: (verdict, requests, divergence or None) rows and
+    where each output's tokens came from; stops at the first note of the state (the target cannot score)."""
+    groups: dict[tuple, int] = {}
+    for key in zip(mine["prompt_id"], mine["text"], mine["ids"], strict=True):
+        groups[key] = groups.get(key, 0) + 1
+    rows, sources = [], []
+    for (prompt, text, ids), n in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        ref_text, ref_ids = refs[prompt]
+        server = ids is not None and ref_ids is not None
+        sources.append((SERVER if server else RETOKENIZED, n))
+        if (ids == ref_ids) if server else (text == ref_text):
+            rows.append(("identical", n, None))
+            continue
+        d = state.divergence(prompt, ref_text, ref_ids, text, ids, server)
+        if state.note:
+            break
+        if d is None:       # the texts differ, their re-tokenizations do not (cannot happen; be safe)
+            rows.append(("identical", n, None))
+            continue
+        d.update(comparison=comparison, arm=arm, reference=ref_arm, prompt_id=prompt, requests=n)
+        rows.append((d["verdict"], n, d))
+    return rows, sources
 
 
 def _ids(v) -> tuple[int, ...] | None:

@@ -109,19 +109,6 @@ def parse(text: str, source: str = str(PIN_FILE)) -> Pin:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise PinError(f"{source}: not valid TOML: {e}") from None
-
-    def need(table: dict, key: str, where: str) -> str:
-        value = table.get(key)
-        if not isinstance(value, str) or not value:
-            raise PinError(f"{source}: {where}{key}: missing or not a string")
-        return value
-
-    def sha(table: dict, key: str, where: str) -> str:
-        value = need(table, key, where)
-        if not SHA.fullmatch(value):
-            raise PinError(f"{source}: {where}{key}: a full 40-hex commit SHA, got {value!r} (a branch moves)")
-        return value
-
     wheels = doc.get("wheels")
     if not isinstance(wheels, dict):
         raise PinError(f"{source}: [wheels]: missing")
@@ -131,22 +118,36 @@ def parse(text: str, source: str = str(PIN_FILE)) -> Pin:
     dd = doc.get("ddtree")
     if not isinstance(dd, dict):
         raise PinError(f"{source}: [ddtree]: missing")
-    picks = []
-    for i, cp in enumerate(dd.get("cherry_pick", [])):
-        where = f"ddtree.cherry_pick[{i}]."
-        picks.append(CherryPick(need(cp, "repo", where), sha(cp, "commit", where), str(cp.get("why", "")).strip()))
-    patches = []
-    for i, q in enumerate(dd.get("patch", [])):
-        where = f"ddtree.patch[{i}]."
-        name, digest = need(q, "file", where), need(q, "sha256", where)
-        if Path(name).is_absolute() or ".." in Path(name).parts or not name.startswith("patches/"):
-            raise PinError(f"{source}: {where}file: a path under patches/, got {name!r}")
-        if not re.fullmatch(r"[0-9a-f]{64}", digest):
-            raise PinError(f"{source}: {where}sha256: 64 hex digits, got {digest!r}")
-        patches.append(Patch(name, digest, str(q.get("why", "")).strip()))
-    return Pin(sglang=need(doc, "sglang", ""), wheels={k: str(v) for k, v in wheels.items()},
-               repo=need(dd, "repo", "ddtree."), branch=need(dd, "branch", "ddtree."),
-               commit=sha(dd, "commit", "ddtree."), cherry_picks=tuple(picks), patches=tuple(patches))
+    picks = [CherryPick(_need(cp, "repo", f"ddtree.cherry_pick[{i}].", source),
+                        _sha(cp, "commit", f"ddtree.cherry_pick[{i}].", source), str(cp.get("why", "")).strip())
+             for i, cp in enumerate(dd.get("cherry_pick", []))]
+    patches = [_patch(q, f"ddtree.patch[{i}].", source) for i, q in enumerate(dd.get("patch", []))]
+    return Pin(sglang=_need(doc, "sglang", "", source), wheels={k: str(v) for k, v in wheels.items()},
+               repo=_need(dd, "repo", "ddtree.", source), branch=_need(dd, "branch", "ddtree.", source),
+               commit=_sha(dd, "commit", "ddtree.", source), cherry_picks=tuple(picks), patches=tuple(patches))
+
+
+def _need(table: dict, key: str, where: str, source: str) -> str:
+    value = table.get(key)
+    if not isinstance(value, str) or not value:
+        raise PinError(f"{source}: {where}{key}: missing or not a string")
+    return value
+
+
+def _sha(table: dict, key: str, where: str, source: str) -> str:
+    value = _need(table, key, where, source)
+    if not SHA.fullmatch(value):
+        raise PinError(f"{source}: {where}{key}: a full 40-hex commit SHA, got {value!r} (a branch moves)")
+    return value
+
+
+def _patch(q: dict, where: str, source: str) -> Patch:
+    name, digest = _need(q, "file", where, source), _need(q, "sha256", where, source)
+    if Path(name).is_absolute() or ".." in Path(name).parts or not name.startswith("patches/"):
+        raise PinError(f"{source}: {where}file: a path under patches/, got {name!r}")
+    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise PinError(f"{source}: {where}sha256: 64 hex digits, got {digest!r}")
+    return Patch(name, digest, str(q.get("why", "")).strip())
 
 
 @cache

@@ -130,30 +130,35 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
                 break
             if prepare is not None:
                 prepare(cell_dir(a, c, r))
-            base = profile.arm(a).server
-            if base in down:
-                why = down[base] if outside else f"the arm did not come up: {down[base]}"
-                out.append(failed_cell(a, c, r, cell_dir(a, c, r), why))
-                continue
-            server = servers[base]
-            gone = server.exited()
-            if gone is not None:
-                out.append(failed_cell(a, c, r, cell_dir(a, c, r), f"the server {gone} before this cell"))
-                continue
-            with Telemetry(cell_dir(a, c, r) / TELEMETRY, gpus=profile.placement.gpus or None,
-                           interval_s=telemetry_interval_s):
-                status = cell(profile.workload_for(a), profile.load_for(a), url=server.url, cell_dir=cell_dir(a, c, r),
-                              arm=a, concurrency=c, repetition=r, **_request_args(server, outside))
-            gone = server.exited()
-            if gone is not None:
-                why = f"the server {gone} during the cell" + (f"; {status.reason}" if status.reason else "")
-                status = status.model_copy(update={"status": "failed", "reason": why})
-                write_json_atomic(cell_dir(a, c, r) / STATUS, status.model_dump(mode="json"))
-            out.append(status)
+            out.append(_one_cell(profile, (a, c, r), cell_dir(a, c, r), servers, down, cell, outside,
+                                 telemetry_interval_s))
     finally:
         for s in servers.values():
             s.stop()
     return out
+
+
+def _one_cell(profile: Profile, key: tuple[str, int, int], cell_dir: Path, servers: dict, down: dict[str, str],
+              cell: CellRunner, outside: bool, telemetry_interval_s: float) -> CellStatus:
+    """One cell against its arm's server, or the cell failed with why: the server never came up, or exited
+    before or during it."""
+    a, c, r = key
+    base = profile.arm(a).server
+    if base in down:
+        return failed_cell(a, c, r, cell_dir, down[base] if outside else f"the arm did not come up: {down[base]}")
+    server = servers[base]
+    gone = server.exited()
+    if gone is not None:
+        return failed_cell(a, c, r, cell_dir, f"the server {gone} before this cell")
+    with Telemetry(cell_dir / TELEMETRY, gpus=profile.placement.gpus or None, interval_s=telemetry_interval_s):
+        status = cell(profile.workload_for(a), profile.load_for(a), url=server.url, cell_dir=cell_dir,
+                      arm=a, concurrency=c, repetition=r, **_request_args(server, outside))
+    gone = server.exited()
+    if gone is not None:
+        why = f"the server {gone} during the cell" + (f"; {status.reason}" if status.reason else "")
+        status = status.model_copy(update={"status": "failed", "reason": why})
+        write_json_atomic(cell_dir / STATUS, status.model_dump(mode="json"))
+    return status
 
 
 def run_stretches(profile: Profile, block: schedule.Block, run_dir: Path, servers: dict, down: dict[str, str],

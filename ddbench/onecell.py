@@ -2,7 +2,7 @@
 
 The profile is narrowed to that arm, that concurrency and one repetition, and swept as
 reproduce sweeps it: the arm comes up, the cell runs (flush, scrape, load, scrape), the arm
-goes down. The run directory is a normal one, so `just analyze` and `just report` read it.
+goes down. The run directory is a normal one, so `just analyze` reads it and `just report` renders it.
 """
 
 from __future__ import annotations

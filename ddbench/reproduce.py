@@ -369,6 +369,34 @@ def diagnose(profile: Profile, run: RunDir) -> int:
     return 0
 
 
+def _open_run(a: argparse.Namespace, profile: Profile, source: str, root: Path) -> RunDir | None:
+    """The run to sweep: a new one, or the one --resume names; None (and why, printed) when it cannot start."""
+    issues = problems(profile, report=not a.no_report)
+    if issues:
+        console.print("reproduce: cannot start:\n" + "\n".join(f"  - {p}" for p in issues), highlight=False)
+        return None
+    if not a.resume:
+        run = RunDir.create(profile.name, root=root)
+        start_run(profile, source, run, overrides=a.overrides)
+        return run
+    try:
+        run = open_resumed(a.resume, profile)
+    except ProfileError as e:
+        console.print(f"reproduce: {e}", highlight=False)
+        return None
+    record_overrides(run, a.overrides)
+    return run
+
+
+def _print_where(profile: Profile, run: RunDir, no_report: bool) -> None:
+    if no_report:
+        later = "".join(f"just {DIAGNOSTICS[d][1]} {run.path} && " for d in profile.diagnostics if d in DIAGNOSTICS)
+        console.print(f"\ntables: {run.path / 'tables'}; build the PDF with: {later}just report {run.path}",
+                      highlight=False)
+    else:
+        console.print(f"\nreport: {run.report}", highlight=False)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="ddbench reproduce", description=__doc__.split("\n")[0], epilog=EXIT_CODES)
     ap.add_argument("profile", nargs="?", default="cpu-tiny")
@@ -396,20 +424,9 @@ def main(argv: list[str] | None = None) -> int:
         issues = problems(profile, report=not a.no_report)
         print("\n".join(["", "not ready:"] + [f"  - {p}" for p in issues]) if issues else "\nready to run")
         return 0
-    issues = problems(profile, report=not a.no_report)
-    if issues:
-        console.print("reproduce: cannot start:\n" + "\n".join(f"  - {p}" for p in issues), highlight=False)
+    run = _open_run(a, profile, source, root)
+    if run is None:
         return 1
-    if a.resume:
-        try:
-            run = open_resumed(a.resume, profile)
-        except ProfileError as e:
-            console.print(f"reproduce: {e}", highlight=False)
-            return 1
-        record_overrides(run, a.overrides)
-    else:
-        run = RunDir.create(profile.name, root=root)
-        start_run(profile, source, run, overrides=a.overrides)
     console.print(f"run {run.path}", highlight=False)
     t0 = time.time()
     ran, spent = {}, None
@@ -445,12 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"reproduce: a stage after the sweep failed (exit {rc}); the cells are kept in {run.path}",
                       highlight=False)
         return rc
-    if a.no_report:
-        later = "".join(f"just {DIAGNOSTICS[d][1]} {run.path} && " for d in profile.diagnostics if d in DIAGNOSTICS)
-        console.print(f"\ntables: {run.path / 'tables'}; build the PDF with: {later}just report {run.path}",
-                      highlight=False)
-    else:
-        console.print(f"\nreport: {run.report}", highlight=False)
+    _print_where(profile, run, a.no_report)
     if left:
         console.print(f"{len(left)} cell(s) did not finish ok; the report lists them. "
                       f"Retry them with: {again} --resume {run.path}", highlight=False)

@@ -8,9 +8,9 @@ While the UI runs, every Locust process appends its records to records_dir/reque
 always; the phases say which requests belong where, by send time. `materialize` (run when the UI
 quits, and by `ddbench analyze` on a directory that has phases.json) writes <arm>/c<C>-r<k>/ with the
 requests sent inside phase k and a status.json whose measured window is the phase, so that `just
-analyze` / `just report` read the session like any run. A session whose phases offered rates (mode open) is an
-open-loop run: `materialize` records its rates in the manifest's profile, and names each phase's cell as a
-rate sweep does, `<arm>@q<rate>`, however many rates it offered.
+analyze` reads the session like any run (and `just report` renders it). A session whose phases offered rates
+(mode open) is an open-loop run: `materialize` records its rates in the manifest's profile, and names each
+phase's cell as a rate sweep does, `<arm>@q<rate>`, however many rates it offered.
 """
 
 from __future__ import annotations

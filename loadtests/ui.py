@@ -6,7 +6,8 @@ The Locust master brings ARM (default: the profile's first) up through the conta
 `reproduce` does, and its page /ddbench switches to any other arm of the profile in its place. The
 server goes down however the UI ends. With --url the UI drives a server that is already running:
 nothing is brought up and there is no switch. Records, server logs and the session's cells (one per
-arm and user count) go to results/adhoc/<time>/, which `just analyze` and `just report` read as a run.
+arm and user count) go to results/adhoc/<time>/, which `just analyze` reads as a run
+(and `just report` renders).
 """
 
 from __future__ import annotations

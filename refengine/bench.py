@@ -292,6 +292,20 @@ def report_concurrent(totals, arms: list[str], levels: list[int], header: str) -
     return lines
 
 
+def _costs(engine, args) -> tuple[dict, dict]:
+    """What --forward-costs and --kernels ask for, printed: each forward's ms, and the kernels (ops on a CPU)."""
+    costs = forward_costs(engine) if args.forward_costs else {}
+    for name, ms in costs.items():
+        print(f"{name}: {ms:.2f} ms")
+    kernels = kernel_costs(engine) if args.kernels else {}
+    for name, k in kernels.items():
+        print(f"{name}: {k['total_us']:.0f} us of {'kernels' if engine.device.type == 'cuda' else 'ops'} "
+              f"in {k['kernels']:.0f} calls")
+        for r in k["top"]:
+            print(f"  {r['us']:>9.1f} us  {r['calls']:>6.1f} x  {r['kernel'][:90]}")
+    return costs, kernels
+
+
 def main(argv=None) -> int:
     args = parse(argv)
     if args.threads:
@@ -322,15 +336,7 @@ def main(argv=None) -> int:
     results, outputs = run(engine, arms, prompts, args.max_tokens, stop)
     header = f"refengine.bench: {what}; C=1, {setting}"
     print("\n".join(report(results, outputs, header)))
-    costs = forward_costs(engine) if args.forward_costs else {}
-    for name, ms in costs.items():
-        print(f"{name}: {ms:.2f} ms")
-    kernels = kernel_costs(engine) if args.kernels else {}
-    for name, k in kernels.items():
-        print(f"{name}: {k['total_us']:.0f} us of {'kernels' if engine.device.type == 'cuda' else 'ops'} "
-              f"in {k['kernels']:.0f} calls")
-        for r in k["top"]:
-            print(f"  {r['us']:>9.1f} us  {r['calls']:>6.1f} x  {r['kernel'][:90]}")
+    costs, kernels = _costs(engine, args)
     parts = profile_parts(engine, arms, prompts, args.max_tokens, stop) if args.profile else {}
     if parts:
         print("bookkeeping parts, host us per step under torch.profiler: " + "  ".join(PARTS))

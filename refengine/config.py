@@ -104,17 +104,7 @@ def _read(path: Path) -> dict:
 
 
 def _fields(cls, raw: dict, source: str) -> dict:
-    raw = dict(raw)
-    rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
-    kind = rope.get("rope_type", rope.get("type", "default"))
-    if kind != "default":
-        raise ConfigError(f"{source}: field 'rope_parameters.rope_type' = {kind!r} is not supported (only 'default')")
-    if "rope_theta" in rope:
-        raw.setdefault("rope_theta", rope["rope_theta"])
-    if raw.get("use_sliding_window"):
-        raise ConfigError(f"{source}: field 'use_sliding_window' = true is not supported")
-    if "head_dim" not in raw and "hidden_size" in raw and "num_attention_heads" in raw:
-        raw["head_dim"] = raw["hidden_size"] // raw["num_attention_heads"]
+    raw = _normalized(raw, source)
     names = {f.name: f for f in cls.__dataclass_fields__.values()}
     out = {}
     for name, f in names.items():
@@ -130,3 +120,20 @@ def _fields(cls, raw: dict, source: str) -> dict:
         raise ConfigError(f"{source}: field 'num_key_value_heads' = {out['num_key_value_heads']} "
                           f"must divide num_attention_heads = {out['num_attention_heads']}")
     return out
+
+
+def _normalized(raw: dict, source: str) -> dict:
+    """config.json as this engine reads it: RoPE's theta from either spelling of its parameters, head_dim
+    derived where absent; what the engine does not implement (other RoPE kinds, sliding windows) refused."""
+    raw = dict(raw)
+    rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if kind != "default":
+        raise ConfigError(f"{source}: field 'rope_parameters.rope_type' = {kind!r} is not supported (only 'default')")
+    if "rope_theta" in rope:
+        raw.setdefault("rope_theta", rope["rope_theta"])
+    if raw.get("use_sliding_window"):
+        raise ConfigError(f"{source}: field 'use_sliding_window' = true is not supported")
+    if "head_dim" not in raw and "hidden_size" in raw and "num_attention_heads" in raw:
+        raw["head_dim"] = raw["hidden_size"] // raw["num_attention_heads"]
+    return raw

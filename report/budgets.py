@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pandas as pd
 from markupsafe import Markup
 
-from analysis.analyze import Analysis
 from analysis.estimate.standings import MIN_BUDGETS, Family, budget_families, families, pair_ratio, points, ranked
+from analysis.outcome import Analysis
 from report.summary import verdict_words
 from report.tables import _h, latex
 from report.tex import ci, escape, num, with_ci

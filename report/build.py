@@ -15,7 +15,7 @@ import pandas as pd
 import yaml
 from markupsafe import Markup
 
-from analysis.analyze import Analysis
+from analysis.outcome import Analysis
 from analysis.trust import stability
 from ddbench.core import budget, schedule
 from ddbench.core.profile import is_random_source
@@ -124,7 +124,7 @@ def context(a: Analysis, figs: dict[str, Path], omitted: dict[str, str] | None =
         "summary": summary.sentences(a), "setup": setup, "arms": arms, "images": list(images),
         "packages": ", ".join(f"{k} {v}" for k, v in sorted(m.packages.items())) or "not recorded",
         "window_note": Markup(window_note), "percentile_rule": "; ".join(tables.percentile_rule()),
-        "bootstrap": len(next(iter(a.boots.values())).reps) if a.boots else 0,
+        "bootstrap": a.bootstrap,
         "refusals": a.refusals, "workload_notes": workload_notes(p.workload), "levels": levels,
         "fig": {k: Markup(v.name) for k, v in figs.items()},
         "omitted": {k: Markup(escape(v)) for k, v in (omitted or {}).items()}, "front": front.context(a),
@@ -177,7 +177,7 @@ def _schedule(a: Analysis) -> dict:
     mode = sched.get("mode") or "arm-major"
     why = sched.get("why") or "the run predates the schedule record; its cells ran arm by arm"
     ups = sched.get("bring_ups")
-    return {"schedule_mode": mode, "schedule_why": why, "requests_note": requests_note(a.run.requests),
+    return {"schedule_mode": mode, "schedule_why": why, "requests_note": requests_note(a.requests),
             "schedule_note": f"{ups} server start(s)" if ups is not None else "order below from the cells' start times"}
 
 

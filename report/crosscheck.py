@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from analysis.analyze import Analysis
+from analysis.outcome import Analysis
 from analysis.trust.crosscheck import TAU_TOLERANCE, CrossCheck
 from report.tables import latex
 from report.tex import breakable, ci, escape, missing, num, with_ci

@@ -16,8 +16,8 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from analysis import triage as tr  # noqa: E402
-from analysis.analyze import Analysis  # noqa: E402
 from analysis.estimate.standings import MIN_BUDGETS, Family, budget_families  # noqa: E402
+from analysis.outcome import Analysis  # noqa: E402
 from analysis.read.ingest import dense  # noqa: E402
 
 # The report places a figure at its natural size (never scaled up; scaled down only past the text width), so 8 pt

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 from markupsafe import Markup
 
-from analysis.analyze import Analysis
+from analysis.outcome import Analysis
 from ddbench.core.results import HEADROOM_FILES as FILES
 from report.tables import _h, latex
 from report.tex import escape, num

@@ -18,8 +18,8 @@ from __future__ import annotations
 import pandas as pd
 from markupsafe import Markup
 
-from analysis.analyze import Analysis
 from analysis.estimate.stats import POWER
+from analysis.outcome import Analysis
 from ddbench.core.profile import Sampling
 from ddbench.core.results import SAMPLING_LAW_TABLE as NAME
 from report.tables import _h, latex

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from analysis.analyze import Analysis
+from analysis.outcome import Analysis
 from report import crosscheck
 from report.tex import ci, drift_pct, escape, num
 

@@ -8,8 +8,8 @@ import pandas as pd
 from markupsafe import Markup
 from pylatex import LongTable, MultiColumn, NoEscape, Tabular
 
-from analysis.analyze import Analysis
 from analysis.estimate import stats
+from analysis.outcome import Analysis
 from analysis.trust import stability
 from report.tex import drift_pct, escape, missing, num, with_ci
 

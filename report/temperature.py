@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 from markupsafe import Markup
 
-from analysis.analyze import Analysis
+from analysis.outcome import Analysis
 from report.figures import _base, _same_setting, measured_ids, settings
 from report.tables import _h, latex
 from report.tex import ci, escape, num, with_ci

@@ -8,7 +8,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from analysis import triage as tr
-from analysis.analyze import Analysis
+from analysis.outcome import Analysis
 from report.tables import latex
 from report.tex import escape, num
 

@@ -5,7 +5,8 @@ Arms are grouped by their CUDA graphs switch and sampling setting because a comp
 (compare.conditions holds both): where a profile has eager twins, graphs on and graphs off each get their own
 standings, and so does each temperature of a sampling sweep. The ratio of
 two arms is the speedups table's, read in either direction (a paired log ratio inverts exactly: 1/r with the
-interval [1/hi, 1/lo]), else compare.speedup computed here; a refusal is kept as the reason.
+interval [1/hi, 1/lo]), else compare.speedup computed by the analysis (pairs(), saved with it); a refusal is kept
+as the reason.
 
 A budget family (Family) is the one grouping of tree budgets the report has: the figure, the budget section and the
 verdict's "which budget" all read families(), ranked() and budgets() from here, so they name the same fastest budget
@@ -25,6 +26,7 @@ MIN_BUDGETS = 3   # two budgets give a direction, not a best one: an optimum nee
 
 RATIO = ["speedup", "speedup_lo", "speedup_hi", "pairs", "verdict", "sign_p", "mde", "n_to_resolve", "source"]
 FLIP = {"faster": "slower", "slower": "faster"}
+TABLE = "speedups table"
 
 
 def _none(why: str) -> dict:
@@ -34,14 +36,48 @@ def _none(why: str) -> dict:
 
 
 def pair_ratio(a, x: str, y: str, c: int) -> dict:
-    """Throughput of arm x over arm y at C = c, paired by repetition: the speedups table's row, its reverse inverted,
-    or compare.speedup; source says which (or why it was not compared)."""
+    """Throughput of arm x over arm y at C = c, paired by repetition, as the analysis saved it (a.pairs, pairs()):
+    either direction, the reverse inverted; source says where it came from (or why it was not compared). An analysis
+    still being built (or one made by hand) has no pairs yet: the ratio is computed as pairs() computes it."""
+    p = getattr(a, "pairs", None)
+    if p is None:
+        return _ratio(a, x, y, c)
+    if len(p):
+        for arm, other, inverted in ((x, y, False), (y, x, True)):
+            row = p[(p["arm"] == arm) & (p["other"] == other) & (p["concurrency"] == c)]
+            if len(row):
+                out = _read(row.iloc[0], inverted)
+                if inverted and str(out["source"]).startswith(TABLE):   # the speedups table's row, read the other way
+                    out["source"] = TABLE if out["source"] != TABLE else TABLE + ", inverted"
+                return out
+    return _none(f"{x} and {y} at C={c} were not compared")
+
+
+def pairs(a) -> pd.DataFrame:
+    """Every two arms at every level (the profile's and the summary's), x before y in the profile's order, x over y:
+    the speedups table's row (either direction, inverted), else compare.speedup on the run's bootstrap; where they
+    were not compared, the reason. The analysis saves it, so that whoever reads a ratio later recomputes nothing."""
+    ids = [x.id for x in a.run.profile.arms]
+    levels = sorted({int(c) for c in a.run.profile.load.concurrency}
+                    | {int(c) for c in a.summary.get("concurrency", [])})
+    ok = a.cells[a.cells["status"] == "ok"] if len(a.cells) else pd.DataFrame(columns=["arm", "concurrency"])
+    rows = []
+    for i, x in enumerate(ids):
+        for y in ids[i + 1:]:
+            for c in levels:
+                missing = [arm for arm in (x, y) if not ok[(ok["arm"] == arm) & (ok["concurrency"] == c)].size]
+                ratio = _none(f"{missing[0]} has no finished cell at C={c}") if missing else _ratio(a, x, y, c)
+                rows.append({"arm": x, "other": y, "concurrency": c, **ratio})
+    return pd.DataFrame(rows, columns=["arm", "other", "concurrency", *RATIO])
+
+
+def _ratio(a, x: str, y: str, c: int) -> dict:
     s = a.speedups
     if len(s):
         for arm, base, inverted in ((x, y, False), (y, x, True)):
             row = s[(s["arm"] == arm) & (s["baseline"] == base) & (s["concurrency"] == c)]
             if len(row):
-                return _read(row.iloc[0], inverted)
+                return {**_read(row.iloc[0], inverted), "source": TABLE + (", inverted" if inverted else "")}
     try:
         r = compare.speedup(compare.Side(a.run, a.cells, a.boots, x), compare.Side(a.run, a.cells, a.boots, y), c)
     except compare.MismatchError as e:
@@ -50,8 +86,7 @@ def pair_ratio(a, x: str, y: str, c: int) -> dict:
 
 
 def _read(r, inverted: bool) -> dict:
-    out = {k: r[k] for k in RATIO if k != "source"}
-    out["source"] = "speedups table" + (", inverted" if inverted else "")
+    out = {k: r.get(k) for k in RATIO}
     if inverted:
         with np.errstate(divide="ignore"):
             out.update(speedup=1 / r["speedup"], speedup_lo=1 / r["speedup_hi"], speedup_hi=1 / r["speedup_lo"],

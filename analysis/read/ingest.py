@@ -208,23 +208,7 @@ def _flatten(tables: list[pa.Table]) -> tuple[pd.DataFrame, pd.DataFrame]:
     col = t.column("output_token_ids").combine_chunks() if "output_token_ids" in t.column_names else None
     col = col if col is not None and pa.types.is_list(col.type) else pa.nulls(n, pa.list_(pa.int64()))
     out["output_token_ids"] = pd.Series(pd.arrays.ArrowExtensionArray(col.cast(pa.list_(pa.int64()))))
-    # chunks: keep those with content; the first one times TTFT
-    chunks = t.column("chunks").combine_chunks() if "chunks" in t.column_names else None
-    if chunks is None or pa.types.is_null(chunks.type):
-        flat_req, flat_t, flat_tok, flat_chars, text = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0),
-                                                        np.zeros(0, np.int64), pa.nulls(n, pa.string()))
-    else:
-        parents = pc.list_parent_indices(chunks).to_numpy()
-        flat = pc.list_flatten(chunks)
-        texts = flat.field("text")
-        chars = pc.fill_null(pc.utf8_length(texts), 0).to_numpy(zero_copy_only=False)
-        content = chars > 0
-        flat_chars = chars[content]
-        flat_req = parents[content]
-        flat_t = flat.field("t_ns").to_numpy(zero_copy_only=False)[content]
-        tok = flat.field("tokens") if "tokens" in [f.name for f in flat.type] else pa.nulls(len(flat))
-        flat_tok = tok.cast(pa.float64()).to_numpy(zero_copy_only=False)[content]
-        text = pc.binary_join(_texts(chunks), "")
+    flat_req, flat_t, flat_tok, flat_chars, text = _content_chunks(t, n)
     first = np.full(n, np.nan)
     nchunks = np.zeros(n, dtype=np.int64)
     if len(flat_req):
@@ -239,6 +223,23 @@ def _flatten(tables: list[pa.Table]) -> tuple[pd.DataFrame, pd.DataFrame]:
     chunk_df = pd.DataFrame({"req": flat_req.astype(np.int64), "t_ns": flat_t.astype(np.int64), "tokens": flat_tok,
                              "chars": flat_chars.astype(np.int64)})
     return req, chunk_df
+
+
+def _content_chunks(t: pa.Table, n: int):
+    """The chunks with content (the first one times TTFT), flat: each one's request row, time, tokens and
+    characters; and each request's whole text."""
+    chunks = t.column("chunks").combine_chunks() if "chunks" in t.column_names else None
+    if chunks is None or pa.types.is_null(chunks.type):
+        return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64),
+                pa.nulls(n, pa.string()))
+    parents = pc.list_parent_indices(chunks).to_numpy()
+    flat = pc.list_flatten(chunks)
+    chars = pc.fill_null(pc.utf8_length(flat.field("text")), 0).to_numpy(zero_copy_only=False)
+    content = chars > 0
+    tok = flat.field("tokens") if "tokens" in [f.name for f in flat.type] else pa.nulls(len(flat))
+    return (parents[content], flat.field("t_ns").to_numpy(zero_copy_only=False)[content],
+            tok.cast(pa.float64()).to_numpy(zero_copy_only=False)[content], chars[content],
+            pc.binary_join(_texts(chunks), ""))
 
 
 def _strings(col) -> pd.Series:
@@ -325,20 +326,24 @@ def _telemetry(path: Path, arm: str, c: int, r: int) -> pd.DataFrame:
         if not isinstance(obj, dict):
             raise IngestError(f"{path}:{n}: a telemetry line is a JSON object")
         base = {"arm": arm, "concurrency": c, "repetition": r, "t_unix": obj.get("t_unix"), "t_ns": obj.get("t_ns")}
-        if obj.get("kind") == "source":
-            rows.append({**base, "source": "source", "detail": f"{obj.get('gpu')}: {obj.get('reason') or ''}"})
-            continue
-        if isinstance(obj.get("host"), dict):
-            rows.append({**base, "source": "host", **obj["host"]})
-        for g in obj.get("gpus") or []:
-            if not isinstance(g, dict):
-                raise IngestError(f"{path}:{n}: gpus holds {g!r}, not an object")
-            g = dict(g)
-            g["throttle"] = ",".join(map(str, g.get("throttle") or []))
-            rows.append({**base, "source": "gpu", "gpu": g.pop("index", None), **g})
-        if obj.get("gpu_error"):
-            rows.append({**base, "source": "gpu_error", "detail": str(obj["gpu_error"])})
+        rows += _telemetry_rows(obj, base, f"{path}:{n}")
     return pd.DataFrame(rows)
+
+
+def _telemetry_rows(obj: dict, base: dict, where: str) -> list[dict]:
+    """One telemetry line's rows: its source, or its host sample, each GPU's, and a GPU read error."""
+    if obj.get("kind") == "source":
+        return [{**base, "source": "source", "detail": f"{obj.get('gpu')}: {obj.get('reason') or ''}"}]
+    rows = [{**base, "source": "host", **obj["host"]}] if isinstance(obj.get("host"), dict) else []
+    for g in obj.get("gpus") or []:
+        if not isinstance(g, dict):
+            raise IngestError(f"{where}: gpus holds {g!r}, not an object")
+        g = dict(g)
+        g["throttle"] = ",".join(map(str, g.get("throttle") or []))
+        rows.append({**base, "source": "gpu", "gpu": g.pop("index", None), **g})
+    if obj.get("gpu_error"):
+        rows.append({**base, "source": "gpu_error", "detail": str(obj["gpu_error"])})
+    return rows
 
 
 def _assign_cells(log: pd.DataFrame, cells: pd.DataFrame, servers: dict[str, str]) -> pd.DataFrame:

@@ -149,20 +149,27 @@ def server_matches(arm, info: dict | None, taus: list[float], tokens: int | None
             wrong.append(f"a '{arm.kind}' arm's server runs no speculative algorithm")
         if np.isfinite(tau) and tau <= line:
             wrong.append(f"a '{arm.kind}' arm's server commits {tau:.2f} tokens a step")
-        for field, attr in SHAPE_FIELDS if raw else ():
-            value, want = raw.get(field), getattr(arm, attr)
-            if value is None or want is None:
-                continue
-            try:
-                if int(value) != want:
-                    wrong.append(f"{field} {value} against the arm's {attr} {want}")
-            except (TypeError, ValueError):   # e.g. a record whose value was redacted: the shape goes unchecked
-                said.append(f"its {field} {value!r} is not a number, so the arm's {attr} is not checked")
+        if raw:
+            _shape_fields(arm, raw, wrong, said)
     wrong += list(evidence)   # the arm's own requests against its declared block
     if not raw and not np.isfinite(tau) and not wrong:
         return Check(SERVER_MATCHES, arm.id, NA, "; ".join(said))
     return Check(SERVER_MATCHES, arm.id, FAIL if wrong else PASS,
                  "; ".join(wrong + said) if wrong else "; ".join(said) + f": consistent with a '{arm.kind}' arm")
+
+
+def _shape_fields(arm, raw: dict, wrong: list[str], said: list[str]) -> None:
+    """The block, budget and top-k the server reports against the arm's: a contradiction goes to wrong, a value
+    that is not a number (a redacted record, say) to said, and that shape goes unchecked."""
+    for field, attr in SHAPE_FIELDS:
+        value, want = raw.get(field), getattr(arm, attr)
+        if value is None or want is None:
+            continue
+        try:
+            if int(value) != want:
+                wrong.append(f"{field} {value} against the arm's {attr} {want}")
+        except (TypeError, ValueError):
+            said.append(f"its {field} {value!r} is not a number, so the arm's {attr} is not checked")
 
 
 def _server_matches(run: Run, cells: pd.DataFrame) -> list[Check]:

@@ -220,19 +220,7 @@ def setup(layers: list[str], strict: bool = False, manifests: Path = HERE, repo:
             if below not in layers or layers.index(below) > layers.index(doc["layer"]):
                 raise SetupError(f"{doc['layer']} needs layer {below} before it: setup "
                                  f"{' '.join([*doc['below'], doc['layer']])}")
-        dest = site_dir(doc["layer"])
-        if installed(doc, dest):
-            log(f"{doc['layer']}: already unpacked in {dest}")
-            continue
-        good, bad = part_status(doc, repo)
-        if bad:
-            missing += [f"{doc['layer']}: {b}" for b in bad]
-            continue
-        unpack(doc, good, dest)
-        source = doc.get("source")
-        log(f"{doc['layer']}: unpacked {doc['archive']['files']} files into {dest}"
-            + (f" ({source.get('label') or source.get('commit')}, shadowing {doc['shadows']})"
-               if doc.get("shadows") and source else ""))
+        missing += unpack_layer(doc, repo)
     if missing:
         for m in missing:
             log(m)
@@ -250,6 +238,23 @@ def setup(layers: list[str], strict: bool = False, manifests: Path = HERE, repo:
     smoke(docs, os.environ.get("PYTHONPATH"))
     print(f"export PYTHONPATH={':'.join(sites)}${{PYTHONPATH:+:$PYTHONPATH}}")
     return 0
+
+
+def unpack_layer(doc: dict, repo: Path) -> list[str]:
+    """Unpack one layer into its site dir, once per machine; the parts still missing (nothing unpacked then)."""
+    dest = site_dir(doc["layer"])
+    if installed(doc, dest):
+        log(f"{doc['layer']}: already unpacked in {dest}")
+        return []
+    good, bad = part_status(doc, repo)
+    if bad:
+        return [f"{doc['layer']}: {b}" for b in bad]
+    unpack(doc, good, dest)
+    source = doc.get("source")
+    log(f"{doc['layer']}: unpacked {doc['archive']['files']} files into {dest}"
+        + (f" ({source.get('label') or source.get('commit')}, shadowing {doc['shadows']})"
+           if doc.get("shadows") and source else ""))
+    return []
 
 
 def status(layers: list[str], manifests: Path = HERE, repo: Path = REPO) -> int:

@@ -143,14 +143,7 @@ def _apply_one(data: dict, o: Override, model: type[BaseModel]) -> Override:
                 raise OverrideError(f"--set {o.text}: {where} is {node!r}, not a mapping; "
                                     f"'{o.path[i + 1]}' is no field of it")
             continue
-        if current is not None:
-            fields = current.model_fields
-            if seg not in fields:
-                raise OverrideError(f"--set {o.text}: {where or 'the profile'} has no field '{seg}' (fields: "
-                                    f"{', '.join(fields)}; docs/profile.md)")
-            annotation = fields[seg].annotation
-        elif not _is_open_mapping(annotation):
-            raise OverrideError(f"--set {o.text}: {where} is not a mapping; '{seg}' has no fields")
+        annotation = _field_annotation(current, annotation, seg, o, where)
         key = next((k for k in node if str(k) == seg), seg)
         where += f".{seg}" if where else seg
         if last:
@@ -169,6 +162,20 @@ def _apply_one(data: dict, o: Override, model: type[BaseModel]) -> Override:
             raise OverrideError(f"--set {o.text}: {where} is {child!r}, not a mapping or a list")
         node, current = child, nxt   # current None: an open mapping (any key) or a list of plain values
     return Override(o.text, o.path, o.value, where)
+
+
+def _field_annotation(current: type[BaseModel] | None, annotation, seg: str, o: Override, where: str):
+    """The type of field seg of the model at where (current), or the open mapping's annotation as it was;
+    an error naming the fields there when seg is none of them."""
+    if current is not None:
+        fields = current.model_fields
+        if seg not in fields:
+            raise OverrideError(f"--set {o.text}: {where or 'the profile'} has no field '{seg}' (fields: "
+                                f"{', '.join(fields)}; docs/profile.md)")
+        return fields[seg].annotation
+    if not _is_open_mapping(annotation):
+        raise OverrideError(f"--set {o.text}: {where} is not a mapping; '{seg}' has no fields")
+    return annotation
 
 
 def _index(items: list, seg: str, o: Override, where: str) -> int:

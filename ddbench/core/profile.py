@@ -188,24 +188,27 @@ class Arm(Strict):
             return self
         if self.block_size is None:
             raise ValueError(f"a '{self.kind}' arm needs block_size")
-        if self.kind == "linear":
-            for name in ("budget", "topk"):
-                if getattr(self, name) is not None:
-                    raise ValueError(f"a 'linear' arm takes no {name}; use kind 'chain' or 'tree'")
-        elif self.kind == "chain":
-            chain_budget = self.block_size - 1
-            if self.topk not in (None, 1):
-                raise ValueError(f"a chain has top-k 1, got topk {self.topk}; use kind 'tree' for a tree")
-            if self.budget not in (None, chain_budget):
-                raise ValueError(
-                    f"a chain's budget is block_size - 1 = {chain_budget}, got budget {self.budget}")
-        elif self.kind == "tree":
-            if self.budget is None or self.topk is None:
-                raise ValueError("a 'tree' arm needs budget and topk")
-            if not 2 <= self.topk <= self.budget:
-                raise ValueError(
-                    f"a tree needs 2 <= topk <= budget, got topk {self.topk} with budget {self.budget}")
+        {"linear": self._linear, "chain": self._chain, "tree": self._tree}[self.kind]()
         return self
+
+    def _linear(self) -> None:
+        for name in ("budget", "topk"):
+            if getattr(self, name) is not None:
+                raise ValueError(f"a 'linear' arm takes no {name}; use kind 'chain' or 'tree'")
+
+    def _chain(self) -> None:
+        assert self.block_size is not None   # _shape checked it
+        chain_budget = self.block_size - 1
+        if self.topk not in (None, 1):
+            raise ValueError(f"a chain has top-k 1, got topk {self.topk}; use kind 'tree' for a tree")
+        if self.budget not in (None, chain_budget):
+            raise ValueError(f"a chain's budget is block_size - 1 = {chain_budget}, got budget {self.budget}")
+
+    def _tree(self) -> None:
+        if self.budget is None or self.topk is None:
+            raise ValueError("a 'tree' arm needs budget and topk")
+        if not 2 <= self.topk <= self.budget:
+            raise ValueError(f"a tree needs 2 <= topk <= budget, got topk {self.topk} with budget {self.budget}")
 
     @property
     def tree_budget(self) -> int | None:
@@ -569,6 +572,13 @@ class Load(Strict):
             raise ValueError("schedule 'rounds' runs closed-loop units (one request per user, or blocks of unit_s): "
                              "it needs mode 'closed' and requests_per_user (the measured rounds of a stretch), "
                              "not duration_s")
+        if self.warmup_until_stable is not None and not self.warmup_s:
+            raise ValueError("warmup_until_stable needs warmup_s, the cap of the whole warm-up")
+        return self
+
+    @model_validator(mode="after")
+    def _levels(self):
+        """What is given per concurrency level names the levels the plan runs."""
         if self.unit_s is not None and self.schedule != "rounds":
             raise ValueError("load.unit_s sets the length of a rounds unit: it needs schedule 'rounds'")
         if isinstance(self.unit_s, dict) and not set(self.unit_s) <= set(self.concurrency):
@@ -576,8 +586,6 @@ class Load(Strict):
                              f"({sorted(self.concurrency)})")
         if len(set(self.concurrency)) != len(self.concurrency):
             raise ValueError(f"concurrency levels repeat: {self.concurrency}")
-        if self.warmup_until_stable is not None and not self.warmup_s:
-            raise ValueError("warmup_until_stable needs warmup_s, the cap of the whole warm-up")
         if isinstance(self.requests_per_user, dict) and set(self.requests_per_user) != set(self.concurrency):
             raise ValueError(f"requests_per_user gives levels {sorted(self.requests_per_user)}, the plan runs "
                              f"{sorted(self.concurrency)}: give one number, or one per level")

@@ -59,6 +59,7 @@ OVERLAY_CHECK = "diagnostics/overlay-check.json"   # the build against stock SGL
 SERVER_INFO = "server_info.json"   # an external server's self-description, beside its arm's status
 SERVER_LOG = "server.log"
 TABLES = "tables"
+ANALYSIS_RECORD = "tables/analysis.json"   # what the tables do not hold (analysis/saved.py)
 # the T>0 lossless test's table under tables/ (analysis/sampling_law.py writes it as .csv and .parquet)
 SAMPLING_LAW_TABLE = "lossless_sampling"
 # the drafter diagnosis' tables under tables/ (analysis/headroom.py writes them, the report reads them)

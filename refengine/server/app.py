@@ -55,28 +55,50 @@ def _sse(obj) -> bytes:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
 
 
-def build_app(scheduler: Scheduler, tokenizer, info: ServerInfo, sampling_cls) -> FastAPI:
-    app = FastAPI(title="refengine", docs_url=None, redoc_url=None)
-    app.state.ready = False
+def _bad(e: BadRequest) -> JSONResponse:
+    return JSONResponse(error_body(e.message, e.param), status_code=400)
 
-    def bad(e: BadRequest) -> JSONResponse:
-        return JSONResponse(error_body(e.message, e.param), status_code=400)
 
-    def prompt_ids(req: Sampled) -> list[int]:
+def _usage(job: Job) -> dict:
+    n = len(job.out_ids)
+    return {"prompt_tokens": len(job.prompt_ids), "completion_tokens": n, "total_tokens": len(job.prompt_ids) + n}
+
+
+def _choice(chat: bool, text: str | None, finish: str | None, first: bool = False,
+            ids: list[int] | None = None) -> dict:
+    if chat:
+        delta = {"role": "assistant", "content": ""} if first else ({"content": text} if text else {})
+        out = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    else:
+        out = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
+    if ids is not None:  # return_token_ids: the ids this event adds (SGLang's choices[].token_ids)
+        out["token_ids"] = ids
+    return out
+
+
+class Generation:
+    """The two generating endpoints: a request becomes a scheduler job, whose events become SGLang's stream
+    or its one JSON body."""
+
+    def __init__(self, scheduler: Scheduler, tokenizer, info: ServerInfo, sampling_cls):
+        self.scheduler, self.tokenizer, self.info, self.sampling_cls = scheduler, tokenizer, info, sampling_cls
+
+    def prompt_ids(self, req: Sampled) -> list[int]:
+        tok = self.tokenizer
         if isinstance(req, ChatRequest):
-            return tokenizer.chat_ids([{"role": m.role, "content": m.text()} for m in req.messages])
+            return tok.chat_ids([{"role": m.role, "content": m.text()} for m in req.messages])
         if isinstance(req.prompt, list):
-            vocab = tokenizer.vocab_size
-            if any(not 0 <= t < vocab for t in req.prompt):
-                raise BadRequest(f"prompt: token ids must lie in [0, {vocab})", "prompt")
+            if any(not 0 <= t < tok.vocab_size for t in req.prompt):
+                raise BadRequest(f"prompt: token ids must lie in [0, {tok.vocab_size})", "prompt")
             return list(req.prompt)
-        return tokenizer.encode(req.prompt)
+        return tok.encode(req.prompt)
 
-    def make_job(req: Sampled, loop) -> Job:
+    def job(self, req: Sampled, loop) -> Job:
+        info = self.info
         if req.model not in (None, info.model_name, info.model_path):
             raise BadRequest(f"model '{req.model}' is not served here; this server serves '{info.model_name}'",
                              "model")
-        ids = prompt_ids(req)
+        ids = self.prompt_ids(req)
         room = info.context_length - len(ids)
         if room < 1:
             raise BadRequest(f"the prompt has {len(ids)} tokens; the context holds {info.context_length}",
@@ -85,115 +107,110 @@ def build_app(scheduler: Scheduler, tokenizer, info: ServerInfo, sampling_cls) -
         if limit > room:
             raise BadRequest(f"max_tokens {limit} + prompt {len(ids)} tokens exceeds the context length "
                              f"{info.context_length}", "max_tokens")
-        stop_ids = frozenset() if req.ignore_eos else frozenset(tokenizer.eos_ids)
-        sampling = sampling_cls(temperature=req.temperature, top_p=req.top_p, top_k=max(req.top_k, 0), seed=req.seed)
+        stop_ids = frozenset() if req.ignore_eos else frozenset(self.tokenizer.eos_ids)
+        sampling = self.sampling_cls(temperature=req.temperature, top_p=req.top_p, top_k=max(req.top_k, 0),
+                                     seed=req.seed)
         return Job(rid=uuid.uuid4().hex, prompt_ids=ids, max_tokens=limit, stop_ids=stop_ids, sampling=sampling,
                    loop=loop, queue=asyncio.Queue())
 
-    async def generate(request: Request, kind: type[Sampled]) -> Response:
+    async def __call__(self, request: Request, kind: type[Sampled]) -> Response:
         try:
             req = parse(await request.body(), kind)
-            job = make_job(req, asyncio.get_running_loop())
-            scheduler.submit(job)
+            job = self.job(req, asyncio.get_running_loop())
+            self.scheduler.submit(job)
         except BadRequest as e:
-            return bad(e)
+            return _bad(e)
         except RuntimeError as e:  # shutting down
             return JSONResponse(error_body(str(e), kind="service_unavailable", code=503), status_code=503)
         chat = kind is ChatRequest
         if req.stream:
-            return StreamingResponse(stream(job, req, chat), media_type="text/event-stream")
-        return await complete(job, req, chat)
+            return StreamingResponse(self.stream(job, req, chat), media_type="text/event-stream")
+        return await self.complete(job, req, chat)
 
-    def base(job: Job, chat: bool) -> dict:
+    def base(self, job: Job, chat: bool) -> dict:
         return {"id": job.rid, "object": "chat.completion.chunk" if chat else "text_completion",
-                "created": int(time.time()), "model": info.model_name}
+                "created": int(time.time()), "model": self.info.model_name}
 
-    def usage(job: Job) -> dict:
-        n = len(job.out_ids)
-        return {"prompt_tokens": len(job.prompt_ids), "completion_tokens": n,
-                "total_tokens": len(job.prompt_ids) + n}
-
-    def choice(chat: bool, text: str | None, finish: str | None, first: bool = False,
-               ids: list[int] | None = None) -> dict:
-        if chat:
-            delta = {"role": "assistant", "content": ""} if first else ({"content": text} if text else {})
-            out = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        else:
-            out = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
-        if ids is not None:  # return_token_ids: the ids this event adds (SGLang's choices[].token_ids)
-            out["token_ids"] = ids
-        return out
-
-    async def events(job: Job, req: Sampled, detok: Detokenizer):
+    async def events(self, job: Job, req: Sampled):
         """(text delta, token ids, finish reason, error) per event; stop strings end the job early
         (the ids of the event that hit one are all of that step's, the text is cut at the stop)."""
-        stops, text = req.stops, ""
+        detok, stops, text = Detokenizer(self.tokenizer), req.stops, ""
         while True:
             event = await job.queue.get()
-            if event[0] == "tokens":
-                delta = detok.push(event[1])
-                if stops and delta:
-                    text += delta
-                    hit = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
-                    if hit >= 0:
-                        scheduler.cancel(job)
-                        yield delta[: len(delta) - (len(text) - hit)], list(event[1]), "stop", None
-                        return
-                yield delta, list(event[1]), None, None
-            else:
+            if event[0] != "tokens":
                 _, reason, error = event
                 yield detok.flush(), [], reason, error
                 return
+            delta = detok.push(event[1])
+            if stops and delta:
+                text += delta
+                hit = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+                if hit >= 0:
+                    self.scheduler.cancel(job)
+                    yield delta[: len(delta) - (len(text) - hit)], list(event[1]), "stop", None
+                    return
+            yield delta, list(event[1]), None, None
 
-    async def stream(job: Job, req: Sampled, chat: bool):
+    async def stream(self, job: Job, req: Sampled, chat: bool):
         finished, pending = False, []   # ids whose text the detokenizer still holds back
         try:
             if chat:
-                yield _sse({**base(job, chat), "choices": [choice(chat, None, None, first=True)]})
-            async for delta, ids, reason, error in events(job, req, Detokenizer(tokenizer)):
+                yield _sse({**self.base(job, chat), "choices": [_choice(chat, None, None, first=True)]})
+            async for delta, ids, reason, error in self.events(job, req):
                 pending += ids
                 if delta:
-                    yield _sse({**base(job, chat), "choices": [
-                        choice(chat, delta, None, ids=pending if req.return_token_ids else None)]})
+                    yield _sse({**self.base(job, chat), "choices": [
+                        _choice(chat, delta, None, ids=pending if req.return_token_ids else None)]})
                     pending = []
-                if reason is None:
-                    continue
-                finished = True
-                if error:
-                    yield _sse(error_body(error, kind="server_error", code=500))
-                yield _sse({**base(job, chat), "choices": [
-                    choice(chat, None, reason, ids=pending if req.return_token_ids and pending else None)]})
-                if req.return_spec_tokens_details:
-                    yield _sse({**base(job, chat), "choices": [],
-                                "sglext": {"spec_tokens_details": job.spec.details(len(job.out_ids))}})
-                if req.include_usage:
-                    yield _sse({**base(job, chat), "choices": [], "usage": usage(job)})
-                yield b"data: [DONE]\n\n"
+                if reason is not None:
+                    finished = True
+                    for chunk in self.ending(job, req, chat, reason, error, pending):
+                        yield chunk
         finally:
             if not finished:  # the client went away, or the task was cancelled
-                scheduler.cancel(job)
+                self.scheduler.cancel(job)
 
-    async def complete(job: Job, req: Sampled, chat: bool) -> Response:
+    def ending(self, job: Job, req: Sampled, chat: bool, reason: str, error: str | None, pending: list[int]):
+        """The stream's last chunks, in SGLang's order: error, finish, spec details, usage, [DONE]."""
+        if error:
+            yield _sse(error_body(error, kind="server_error", code=500))
+        yield _sse({**self.base(job, chat), "choices": [
+            _choice(chat, None, reason, ids=pending if req.return_token_ids and pending else None)]})
+        if req.return_spec_tokens_details:
+            yield _sse({**self.base(job, chat), "choices": [],
+                        "sglext": {"spec_tokens_details": job.spec.details(len(job.out_ids))}})
+        if req.include_usage:
+            yield _sse({**self.base(job, chat), "choices": [], "usage": _usage(job)})
+        yield b"data: [DONE]\n\n"
+
+    async def complete(self, job: Job, req: Sampled, chat: bool) -> Response:
         text, ids, reason, error = "", [], None, None
         try:
-            async for delta, new, why, err in events(job, req, Detokenizer(tokenizer)):
+            async for delta, new, why, err in self.events(job, req):
                 text, ids, reason, error = text + delta, ids + new, why, err
         finally:
             if reason is None:
-                scheduler.cancel(job)
+                self.scheduler.cancel(job)
         if error:
             return JSONResponse(error_body(error, kind="server_error", code=500), status_code=500)
-        body = {**base(job, chat), "object": "chat.completion" if chat else "text_completion", "usage": usage(job)}
+        body = {**self.base(job, chat), "object": "chat.completion" if chat else "text_completion",
+                "usage": _usage(job)}
         if chat:
             body["choices"] = [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
                                 "finish_reason": reason}]
             if req.return_token_ids:
                 body["choices"][0]["token_ids"] = ids
         else:
-            body["choices"] = [choice(chat, text, reason, ids=ids if req.return_token_ids else None)]
+            body["choices"] = [_choice(chat, text, reason, ids=ids if req.return_token_ids else None)]
         if req.return_spec_tokens_details:
             body["sglext"] = {"spec_tokens_details": job.spec.details(len(job.out_ids))}
         return JSONResponse(body)
+
+
+def build_app(scheduler: Scheduler, tokenizer, info: ServerInfo, sampling_cls) -> FastAPI:
+    app = FastAPI(title="refengine", docs_url=None, redoc_url=None)
+    app.state.ready = False
+    generate = Generation(scheduler, tokenizer, info, sampling_cls)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):

@@ -5,7 +5,8 @@ The time is reported by pytest-benchmark, not asserted: timing asserts are flaky
 
 import pytest
 
-from analysis.analyze import analyze, write_tables
+from analysis import saved
+from analysis.analyze import analyze
 from analysis.synth import Plan, write_run
 
 # 4 arms × users summed over C ∈ {1, 2, 4, 8, 16} = 124 users; 807 measured + 2 warmup each ≈ 100k records
@@ -18,7 +19,7 @@ def big_run(tmp_path_factory):
 
 
 def test_analysis_of_100k_records(benchmark, big_run):
-    result = benchmark.pedantic(lambda: write_tables(analyze(big_run)) and None, rounds=1, iterations=1)
+    result = benchmark.pedantic(lambda: saved.write(analyze(big_run)) and None, rounds=1, iterations=1)
     assert result is None
     a = analyze(big_run, bootstrap=10)
     assert len(a.requests) >= 100_000

@@ -10,7 +10,8 @@ import pytest
 from handrun import MS, T0, hand_records, profile, rec, write_hand_run
 
 from analysis.__main__ import main as analysis_main
-from analysis.analyze import analyze, write_tables
+from analysis.analyze import analyze
+from analysis.saved import write as write_tables
 from analysis.trust import crosscheck
 from analysis.trust.crosscheck import CrossCheckError
 

@@ -5,8 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.analyze import analyze, write_tables
+from analysis.analyze import analyze
 from analysis.estimate import compare, stats
+from analysis.saved import write as write_tables
 from analysis.synth import Plan, write_run
 
 
