@@ -89,13 +89,11 @@ def read(run_dir: str | Path) -> Analysis:
                  refusals=list(doc["refusals"]), seconds=float(doc["seconds"]), bootstrap=int(doc["bootstrap"]),
                  **{f: table(name) for name, f in FIELDS.items()})
     if (t := doc.get("triage")) is not None:
-        a.triage = Triage(table("triage_counts"), table("triage"), table("triage_gaps")["gap"].to_numpy(float)
-                          if "triage_gaps" in have else np.zeros(0), t["note"], t["threshold"], t["source"])
+        a.triage = Triage(table("triage_counts"), table("triage"), table("triage_gaps")["gap"].to_numpy(float),
+                          t["note"], t["threshold"], t["source"])
     if (x := doc.get("crosscheck")) is not None:
-        notes = table("crosscheck_notes")
         a.crosscheck = CrossCheck(table("crosscheck_sides"), table("crosscheck"), table("crosscheck_throughput"),
-                                  notes["note"].tolist() if "note" in notes else [], x["twin"],
-                                  table("crosscheck_verdicts"))
+                                  table("crosscheck_notes")["note"].tolist(), x["twin"], table("crosscheck_verdicts"))
     return a
 
 

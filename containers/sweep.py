@@ -138,18 +138,24 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
     return out
 
 
+def _unrunnable(profile: Profile, arm: str, servers: dict, down: dict[str, str], outside: bool) -> str | None:
+    """Why the arm's server cannot take a cell now (it never came up, or it exited), or None."""
+    base = profile.arm(arm).server
+    if base in down:
+        return down[base] if outside else f"the arm did not come up: {down[base]}"
+    gone = servers[base].exited()
+    return f"the server {gone} before this cell" if gone is not None else None
+
+
 def _one_cell(profile: Profile, key: tuple[str, int, int], cell_dir: Path, servers: dict, down: dict[str, str],
               cell: CellRunner, outside: bool, telemetry_interval_s: float) -> CellStatus:
     """One cell against its arm's server, or the cell failed with why: the server never came up, or exited
     before or during it."""
     a, c, r = key
-    base = profile.arm(a).server
-    if base in down:
-        return failed_cell(a, c, r, cell_dir, down[base] if outside else f"the arm did not come up: {down[base]}")
-    server = servers[base]
-    gone = server.exited()
-    if gone is not None:
-        return failed_cell(a, c, r, cell_dir, f"the server {gone} before this cell")
+    why = _unrunnable(profile, a, servers, down, outside)
+    if why:
+        return failed_cell(a, c, r, cell_dir, why)
+    server = servers[profile.arm(a).server]
     with Telemetry(cell_dir / TELEMETRY, gpus=profile.placement.gpus or None, interval_s=telemetry_interval_s):
         status = cell(profile.workload_for(a), profile.load_for(a), url=server.url, cell_dir=cell_dir,
                       arm=a, concurrency=c, repetition=r, **_request_args(server, outside))
@@ -176,11 +182,8 @@ def run_stretches(profile: Profile, block: schedule.Block, run_dir: Path, server
         for a, _, _ in cells:
             if prepare is not None:
                 prepare(cell_dir(a, c, r))
-            base = profile.arm(a).server
-            gone = servers[base].exited() if base in servers else None
-            if base in down or gone is not None:
-                why = (down[base] if outside else f"the arm did not come up: {down[base]}") if base in down \
-                    else f"the server {gone} before this cell"
+            why = _unrunnable(profile, a, servers, down, outside)
+            if why:
                 out.append(failed_cell(a, c, r, cell_dir(a, c, r), why))
             else:
                 live.append(a)

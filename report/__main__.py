@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from analysis import saved
+from ddbench.core.results import TABLES
 from report.build import BuildError, build
 
 
@@ -22,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError, KeyError, BuildError) as e:
         print(f"report: {e}", file=sys.stderr)
         return 2
-    print(f"{pdf} (PDF build {seconds:.1f} s, from the analysis saved in {Path(a.run_dir) / 'tables'})")
+    print(f"{pdf} (PDF build {seconds:.1f} s, from the analysis saved in {res.run.path / TABLES})")
     return 0
 
 

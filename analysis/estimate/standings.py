@@ -46,10 +46,7 @@ def pair_ratio(a, x: str, y: str, c: int) -> dict:
         for arm, other, inverted in ((x, y, False), (y, x, True)):
             row = p[(p["arm"] == arm) & (p["other"] == other) & (p["concurrency"] == c)]
             if len(row):
-                out = _read(row.iloc[0], inverted)
-                if inverted and str(out["source"]).startswith(TABLE):   # the speedups table's row, read the other way
-                    out["source"] = TABLE if out["source"] != TABLE else TABLE + ", inverted"
-                return out
+                return _read(row.iloc[0], inverted)
     return _none(f"{x} and {y} at C={c} were not compared")
 
 
@@ -61,11 +58,12 @@ def pairs(a) -> pd.DataFrame:
     levels = sorted({int(c) for c in a.run.profile.load.concurrency}
                     | {int(c) for c in a.summary.get("concurrency", [])})
     ok = a.cells[a.cells["status"] == "ok"] if len(a.cells) else pd.DataFrame(columns=["arm", "concurrency"])
+    finished = set(zip(ok["arm"], ok["concurrency"].astype(int), strict=True))
     rows = []
     for i, x in enumerate(ids):
         for y in ids[i + 1:]:
             for c in levels:
-                missing = [arm for arm in (x, y) if not ok[(ok["arm"] == arm) & (ok["concurrency"] == c)].size]
+                missing = [arm for arm in (x, y) if (arm, c) not in finished]
                 ratio = _none(f"{missing[0]} has no finished cell at C={c}") if missing else _ratio(a, x, y, c)
                 rows.append({"arm": x, "other": y, "concurrency": c, **ratio})
     return pd.DataFrame(rows, columns=["arm", "other", "concurrency", *RATIO])
@@ -77,7 +75,7 @@ def _ratio(a, x: str, y: str, c: int) -> dict:
         for arm, base, inverted in ((x, y, False), (y, x, True)):
             row = s[(s["arm"] == arm) & (s["baseline"] == base) & (s["concurrency"] == c)]
             if len(row):
-                return {**_read(row.iloc[0], inverted), "source": TABLE + (", inverted" if inverted else "")}
+                return _read({**row.iloc[0].to_dict(), "source": TABLE}, inverted)
     try:
         r = compare.speedup(compare.Side(a.run, a.cells, a.boots, x), compare.Side(a.run, a.cells, a.boots, y), c)
     except compare.MismatchError as e:
@@ -86,8 +84,11 @@ def _ratio(a, x: str, y: str, c: int) -> dict:
 
 
 def _read(r, inverted: bool) -> dict:
+    """A saved ratio (a speedups or pairs row), in the other direction where inverted: the speedups table's own
+    row, read backwards, says so in its source."""
     out = {k: r.get(k) for k in RATIO}
     if inverted:
+        out["source"] = {TABLE: TABLE + ", inverted", TABLE + ", inverted": TABLE}.get(out["source"], out["source"])
         with np.errstate(divide="ignore"):
             out.update(speedup=1 / r["speedup"], speedup_lo=1 / r["speedup_hi"], speedup_hi=1 / r["speedup_lo"],
                        verdict=FLIP.get(r["verdict"], r["verdict"]))
