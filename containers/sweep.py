@@ -37,6 +37,7 @@ from ddbench.core.results import (
     STABLE,
     STATUS,
     WARMUP,
+    WARMUP_LEVEL,
     cell_name,
     read_records,
     write_json_atomic,
@@ -255,32 +256,33 @@ def _request_args(server, outside: bool) -> dict:
 
 def warm_up(profile: Profile, block: schedule.Block, servers: dict, run_dir: Path, cell: CellRunner,
             outside: bool = False) -> None:
-    """load.warmup_s of unmeasured load after a bring-up, shared evenly over the block's (arm, concurrency)
-    pairs in the order they run, each into <arm>/warmup/c<C>.<k>/ (never read as a cell; k counts
-    bring-ups). A warm-up that fails is left at that: the measured cells say what is wrong."""
-    if not profile.load.warmup_s:
-        return
+    """Unmeasured load after a bring-up, for each of the block's (arm, concurrency) pairs in the order they run,
+    into <arm>/warmup/c<C>.<k>/ (never read as a cell; k counts bring-ups): load.warmup_s shared evenly over
+    the pairs, then with load.warmup_levels one whole request per user in level/. A warm-up that fails is left
+    at that: the measured cells say what is wrong."""
+    load = profile.load
     pairs = list(dict.fromkeys((a, c) for a, c, _ in block.cells if profile.arm(a).server in servers))
-    if not pairs:
+    if not pairs or not (load.warmup_s or load.warmup_levels):
         return
-    share = profile.load.warmup_s / len(pairs)
-    stable = profile.load.warmup_until_stable
+    share = load.warmup_s / len(pairs)
     for a, c in pairs:
-        load = profile.load_for(a).model_copy(update={"duration_s": stable.window_s if stable else share,
-                                                      "requests_per_user": None, "warmup_requests": 0})
         server = servers[profile.arm(a).server]
         if server.exited() is not None:
             continue
         where, args = warmup_dir(run_dir, a, c), _request_args(server, outside)
 
-        def window(d: Path, a=a, c=c, server=server, args=args, load=load) -> None:
-            cell(profile.workload_for(a), load, url=server.url, cell_dir=d, arm=a, concurrency=c, repetition=0,
-                 unmeasured=True, **args)
+        def window(d: Path, update: dict, a=a, c=c, server=server, args=args) -> None:
+            cell(profile.workload_for(a), profile.load_for(a).model_copy(update={"warmup_requests": 0, **update}),
+                 url=server.url, cell_dir=d, arm=a, concurrency=c, repetition=0, unmeasured=True, **args)
 
-        if stable is None:
-            window(where)
-        else:
-            warm_until_stable(window, where, stable, share)
+        timed = {"duration_s": load.warmup_until_stable.window_s if load.warmup_until_stable else share,
+                 "requests_per_user": None}
+        if load.warmup_until_stable is not None:
+            warm_until_stable(lambda d, w=window, t=timed: w(d, t), where, load.warmup_until_stable, share)
+        elif share:
+            window(where, timed)
+        if load.warmup_levels:   # every user's request runs to max_tokens: the level's every shape, once
+            window(where / WARMUP_LEVEL, {"requests_per_user": 1, "duration_s": None, "unit_s": None})
 
 
 def warm_until_stable(window: Callable[[Path], None], where: Path, stable, cap_s: float) -> dict:

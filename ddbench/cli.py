@@ -130,7 +130,7 @@ def plan_text(profile, source: str, overrides: list[str] | tuple[str, ...] = ())
               f"  cells {len(measured_arms)} arms x {len(load.concurrency)} concurrency x "
               f"{load.repetitions} repetitions = {len(cells)} cells; {requests}",
               f"  schedule {mode}: {why}; {schedule.bring_ups(profile, mode)} server start(s)"
-              + (f"; {schedule.warm_up_text(profile, mode)}" if load.warmup_s else ""),
+              + (f"; {w}" if (w := schedule.warm_up_text(profile, mode)) else ""),
               "    order " + _order_text(cells, len(measured_arms) * len(load.concurrency)), "", "arms:"]
     for arm in profile.arms:
         launch = server_command(profile, arm)

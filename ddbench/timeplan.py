@@ -1,7 +1,8 @@
 """`reproduce --dry-run`'s time plan: what a sweep of this profile spends on bring-ups, warm-up and repetitions,
 against its budget, from the earlier runs of the profile under the results root (committed ones included).
 
-A bring-up is timed by its arm's status.json (ready_s: start to the first answer), a repetition by the union of
+A bring-up is timed by its arm's status.json (ready_s: start to the first answer), its level rounds by their
+records, a repetition by the union of
 its cells' spans (cells that ran side by side, as a rounds stretch, count once). Each figure is the median over
 what was recorded; a figure never recorded is said to be unknown rather than guessed."""
 
@@ -13,7 +14,7 @@ from pathlib import Path
 from ddbench.core import budget, schedule
 from ddbench.core.profile import Profile
 from ddbench.core.records import CellStatus
-from ddbench.core.results import MANIFEST, STATUS, RunDir, read_json
+from ddbench.core.results import MANIFEST, STATUS, WARMUP, WARMUP_LEVEL, RunDir, read_json, read_records
 
 
 def bring_up_seconds(runs: list[Path], servers: list[str]) -> dict[str, float]:
@@ -55,6 +56,19 @@ def _union(spans: list[tuple[float, float]]) -> float:
     return total
 
 
+def level_seconds(runs: list[Path]) -> float | None:
+    """Median seconds of one bring-up's level rounds (load.warmup_levels): from its rounds' first send to their
+    last end, summed over its (arm, C) pairs."""
+    per: dict[tuple[Path, str], float] = {}
+    for run in runs:
+        for d in Path(run).glob(f"*/{WARMUP}/c*.*/{WARMUP_LEVEL}"):
+            done = [r for r in read_records(d) if r.end_ns]
+            if done:
+                k = (run, d.parent.name.split(".", 1)[1])
+                per[k] = per.get(k, 0.0) + (max(r.end_ns for r in done) - min(r.send_ns for r in done)) / 1e9
+    return statistics.median(per.values()) if per else None
+
+
 def plan(profile: Profile, root: Path) -> list[str]:
     """The plan's lines: bring-ups and warm-up (once, or per repetition where the schedule brings servers up
     afresh each repetition), a repetition, and what the budget lets run."""
@@ -66,17 +80,21 @@ def plan(profile: Profile, root: Path) -> list[str]:
              else f"no earlier run of {profile.name} under {root}: bring-up and repetition times unknown"]
     told = ", ".join(f"{s} {ready[s]:.0f} s" for s in servers if s in ready) or "none timed"
     lines.append(f"bring-ups: {schedule.bring_ups(profile)} in {len(blocks)} block(s) ({told})")
-    if profile.load.warmup_s:
-        lines.append(f"warm-up: {schedule.warm_up_text(profile)}")
+    if warm := schedule.warm_up_text(profile):
+        lines.append(f"warm-up: {warm}")
+    level = level_seconds(runs) if profile.load.warmup_levels else None
+    if profile.load.warmup_levels:
+        lines.append(f"a bring-up's level rounds: {level:.0f} s (median)" if level is not None
+                     else "a bring-up's level rounds: never recorded here")
     reps = repetition_seconds(runs)
     lines.append(f"a repetition's cells: {statistics.median(reps):.0f} s (median of {len(reps)} recorded)" if reps
                  else "a repetition's cells: never recorded here")
-    if not reps or any(s not in ready for s in servers):
+    if not reps or any(s not in ready for s in servers) or (profile.load.warmup_levels and level is None):
         return lines
     # a block within one repetition is that repetition's cost; one spanning several is paid once, up front
     once = each = 0.0
     for b in blocks:
-        cost = sum(ready[s] for s in b.arms) + profile.load.warmup_s
+        cost = sum(ready[s] for s in b.arms) + profile.load.warmup_s + (level or 0.0)
         if len({r for _, _, r in b.cells}) == 1:
             each += cost / n
         else:

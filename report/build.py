@@ -102,7 +102,7 @@ def context(a: Analysis, figs: dict[str, Path], omitted: dict[str, str] | None =
              ("sampling", "; ".join(x.text for x in p.workload.settings())),
              ("load", f"{p.load.mode} loop, C in {p.load.concurrency}, {p.load.repetitions} repetition(s), "
                       f"{p.load.warmup_requests} warmup request(s) per user"
-                      + (f", {schedule.warm_up_text(p, _planned_mode(a))}" if p.load.warmup_s else "")
+                      + (f", {w}" if (w := schedule.warm_up_text(p, _planned_mode(a))) else "")
                       + (f"; {stopped}" if (stopped := budget.text((m.model_extra or {}).get("budget"))) else "")),
              ("started / ended", f"{rec(m.started)} / {rec(m.ended)}"),
              ("seeds", str(m.seeds or "not recorded"))]

@@ -511,6 +511,14 @@ class Load(Strict):
         description="warm each (arm, concurrency) up in windows until two consecutive windows' throughputs agree "
                     "(StableWarmup), with warmup_s as the cap of the whole warm-up; each pair's windows and when "
                     "it became stable are recorded in <arm>/warmup/c<C>.<N>/stable.json and shown in the report")
+    # left out of the dump when off, so that runs recorded before the field existed keep their digests
+    warmup_levels: bool = Field(
+        False, exclude_if=lambda v: not v,
+        description="after each bring-up, before the first measured cell, one unmeasured round per (arm, "
+                    "concurrency) in which every user sends one whole request, into <arm>/warmup/c<C>.<N>/level/: "
+                    "each level's batch shapes and sequence lengths then run once before any is measured (run "
+                    "ea6d41's first block at C=32, after time-shared warm-up alone, read 12% below the next "
+                    "two); with or without warmup_s")
     requests_per_user: Annotated[int, Field(ge=1)] | dict[int, Annotated[int, Field(ge=1)]] | None = Field(
         None, description="measured requests per user: one number, or one per concurrency level "
                                 "(longer cells where a level's cells are short)")

@@ -51,6 +51,7 @@ REDO = "redo.json"
 WARMUP = "warmup"
 STATUS = "status.json"
 STABLE = "stable.json"        # a warm-up until stable: each window's throughput, and when the server held still
+WARMUP_LEVEL = "level"        # a warm-up's round of one whole request per user (load.warmup_levels)
 FLUSH = "flush.json"          # a cell's prefix-cache flush: the path asked, the answer, or why none was asked
 DIAGNOSTICS = "diagnostics"   # beside the cells, never read as one: RUN_DIR/diagnostics/<name>...
 GPU_TIME = "gpu-time"         # the profiled round per C (containers/sweep.py time_kernels)

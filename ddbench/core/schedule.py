@@ -147,12 +147,16 @@ def bring_ups(profile: Profile, mode: str | None = None) -> int:
 
 
 def warm_up_text(profile: Profile, mode: str | None = None) -> str:
-    """The plan's warm-up (load.warmup_s after each block's bring-up), or '' without one."""
-    if not profile.load.warmup_s:
+    """The plan's warm-up after each block's bring-up (load.warmup_s, load.warmup_levels), or '' without one."""
+    load = profile.load
+    if not (load.warmup_s or load.warmup_levels):
         return ""
     ups = len(blocks(profile, mode))
-    stable = profile.load.warmup_until_stable
+    stable = load.warmup_until_stable
     if stable is not None:
-        return (f"unmeasured warm-up after each of {ups} bring-up(s), per arm and C in {stable.window_s:g} s windows "
-                f"until two in a row agree within {stable.within_pct:g}% (at most {profile.load.warmup_s:g} s in all)")
-    return f"{profile.load.warmup_s:g} s of unmeasured warm-up load after each of {ups} bring-up(s)"
+        timed = (f"per arm and C in {stable.window_s:g} s windows until two in a row agree within "
+                 f"{stable.within_pct:g}% (at most {load.warmup_s:g} s in all)")
+    else:
+        timed = f"{load.warmup_s:g} s shared over the arms and C" if load.warmup_s else ""
+    level = "one whole request per user at each arm and C" if load.warmup_levels else ""
+    return f"unmeasured warm-up after each of {ups} bring-up(s): " + ", then ".join(x for x in (timed, level) if x)

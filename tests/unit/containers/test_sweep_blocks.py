@@ -2,7 +2,8 @@
 
 load.warmup_s: after a bring-up and before the first measured cell, unmeasured load shared evenly over the
 (arm, concurrency) pairs about to run, in their order, each into <arm>/warmup/c<C>.<k>/ where no analysis
-reads a cell; nothing happens when it is 0, and a profile without it keeps its digest.
+reads a cell; nothing happens when it is 0, and a profile without it keeps its digest. load.warmup_levels:
+one whole request per user at each of those pairs, so that no measured cell is a level's first.
 
 A time budget's gate: a repetition it refuses brings no server up and runs no cell, whether the repetition
 is a block of its own (interleaved-fresh) or part of one (interleaved)."""
@@ -84,6 +85,42 @@ def test_no_warm_up_when_warmup_s_is_zero_and_no_change_to_the_digest(monkeypatc
     assert not any(c[3] for c in calls) and len(calls) == len(profile.cells())
     assert "warmup_s" not in profile.model_dump(mode="json")["load"]
     assert _profile(tmp_path, warmup_s=0).digest() == profile.digest() != _profile(tmp_path, warmup_s=5).digest()
+
+
+@pytest.mark.parametrize("warmup_s", [0, 12])
+def test_warmup_levels_serves_every_pair_one_whole_request_per_user_before_it_is_measured(monkeypatch, tmp_path,
+                                                                                          warmup_s):
+    # the first-block effect: a server is slow at a level until every shape of it (each batch size, each length
+    # up to max_tokens) has run once; a time-shared window may end before any request does, a level round not
+    profile = _profile(tmp_path, warmup_s=warmup_s, warmup_levels=True, schedule="interleaved-fresh",
+                       unit_s=None)
+    shaped, order = set(), []
+
+    def up(p, arms, run_dir, **kw):
+        shaped.clear()   # a fresh server has run no shape
+        return {a: _Server() for a in arms}, {}
+    monkeypatch.setattr(sweep, "up_together", up)
+
+    def cell(workload, load, *, cell_dir, arm, concurrency, repetition, unmeasured=False, **kw):
+        whole = load.duration_s is None and load.unit_seconds(concurrency) is None
+        order.append((arm, concurrency, repetition, unmeasured, load.per_user(concurrency), whole,
+                      (arm, concurrency) in shaped, cell_dir))
+        if whole:
+            shaped.add((arm, concurrency))
+        cell_dir.mkdir(parents=True, exist_ok=True)
+        return CellStatus(arm=arm, concurrency=concurrency, repetition=repetition, status="ok")
+
+    sweep.run_sweep(profile, tmp_path / "run", cell, telemetry_interval_s=60)
+    measured = [o for o in order if not o[3]]
+    assert [o[:3] for o in measured] == list(profile.cells()) and all(o[6] for o in measured)
+    levels = [o for o in order if o[3] and o[7].name == "level"]
+    assert all(o[4] == 1 and o[5] and o[2] == 0 for o in levels)
+    assert [(o[0], o[1], o[7]) for o in levels] == [
+        (a, c, tmp_path / "run" / a / "warmup" / f"c{c}.{k}" / "level")
+        for k in (1, 2) for a, c in dict.fromkeys((a, c) for a, c, r in profile.cells() if r == k)]
+    assert len(order) - len(levels) - len(measured) == (len(levels) if warmup_s else 0)   # the timed windows
+    off = _profile(tmp_path, warmup_s=warmup_s, schedule="interleaved-fresh")
+    assert "warmup_levels" not in off.model_dump(mode="json")["load"] and off.digest() != profile.digest()
 
 
 @pytest.mark.parametrize("mode, bring_ups", [("interleaved-fresh", 2), ("interleaved", 1)])
