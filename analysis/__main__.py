@@ -12,6 +12,7 @@ import pandas as pd
 
 from analysis import saved
 from analysis.analyze import BOOTSTRAP, analyze, set_aside_stale
+from analysis.estimate import targets
 from analysis.estimate.compare import MismatchError
 from analysis.read.ingest import IngestError
 from analysis.read.manifest import ManifestError
@@ -36,6 +37,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"analysis: {stale}", file=sys.stderr)
         return 2
     paths = saved.write(res)
+    _print_results(res)
+    print(f"tables: {paths[0].parent}")
+    return 0
+
+
+def _print_results(res) -> None:
     cells = res.cells
     failed = cells[cells["status"] != "ok"]
     bad = res.checks[res.checks["status"] == checks.FAIL]
@@ -52,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         what = " on TPOT" if getattr(row, "metric", "throughput") == "tpot" else ""   # open loop: baseline over arm
         print(f"  {row.arm:>16} / {row.baseline:<16} C={row.concurrency:<4} {row.speedup:6.3f}x{what} ({band}, "
               f"{row.pairs} pairs{mde}{runs}): {row.verdict}")
+    print(targets.headline(res.targets))
+    for row in res.targets.itertuples():
+        print(f"  {targets.text(row)}")
     for row in failed.itertuples():
         print(f"  FAILED cell {row.arm} C={row.concurrency} rep {row.repetition}: {row.reason}")
     print(f"trust checks: {len(bad)} failed of {len(res.checks)}")
@@ -65,8 +75,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {r.arm}: {r.why_not}")
     if res.crosscheck is not None:
         _print_crosscheck(res.crosscheck)
-    print(f"tables: {paths[0].parent}")
-    return 0
 
 
 def _print_crosscheck(x) -> None:

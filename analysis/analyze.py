@@ -10,7 +10,7 @@ import pandas as pd
 
 from analysis import agreement, recommend, triage
 from analysis.diagnose import acceptance, gpu_time, host_profile, stagecost
-from analysis.estimate import compare, goodput, metrics, rates, rounds, standings
+from analysis.estimate import compare, goodput, metrics, rates, rounds, standings, targets
 from analysis.outcome import Analysis
 from analysis.read import ingest
 from analysis.trust import checks, correctness, crosscheck, stability, stationarity
@@ -78,6 +78,7 @@ def analyze(path: str | Path, bootstrap: int = BOOTSTRAP, seed: int = 0,
     res.rates = rates.table(summary, {a.id: a.server for a in run.profile.arms})
     res.rate_wins = rates.wins(res.rates, speedups)
     res.pairs = standings.pairs(res)
+    res.targets = targets.table(res, slim, seed)
     res.recommendation = recommend.recommendation(res)
     res.bootstrap = len(next(iter(boots.values())).reps) if boots else 0
     if other_path is not None:

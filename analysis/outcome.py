@@ -66,6 +66,7 @@ class Analysis:
     goodput_ratios: pd.DataFrame = field(default_factory=pd.DataFrame)  # X over Y, paired by repetition
     warmups: pd.DataFrame = field(default_factory=pd.DataFrame)     # warm-ups until stable (trust.stability)
     pairs: pd.DataFrame = field(default_factory=pd.DataFrame)       # every two arms' ratio (estimate.standings)
+    targets: pd.DataFrame = field(default_factory=pd.DataFrame)     # the profile's targets, met or open
     boots: dict = field(default_factory=dict)
     bootstrap: int = 0       # resamples of the pooled request bootstrap (0: nothing resampled)
     refusals: list[str] = field(default_factory=list)

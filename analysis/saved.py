@@ -27,7 +27,8 @@ FIELDS = {"cells": "cells", "summary": "summary", "speedups": "speedups", "decom
           "between_runs": "between_runs", "stationarity": "stationarity", "rounds": "rounds",
           "gpu_time": "gpu_time", "host_profile": "host_profile", "rates": "rates", "rate_wins": "rate_wins",
           "recommendation": "recommendation", "acceptance_by_position": "by_position", "goodput": "goodput",
-          "goodput_ratios": "goodput_ratios", "warmups": "warmups", "pairs": "pairs"}
+          "goodput_ratios": "goodput_ratios", "warmups": "warmups", "pairs": "pairs",
+          "targets": "targets"}
 RUN_TABLES = {"server_log": "log", "server_metrics": "server", "telemetry": "telemetry"}
 
 

@@ -477,6 +477,24 @@ def saturation_lines(a) -> list[Markup]:
     return out
 
 
+def target_lines(a) -> list[Markup]:
+    """Each of the profile's targets, one line: at every level the MDE reached against the one asked, met or open
+    (analysis/estimate/targets.py). Nothing where the analysis has none (a run with no comparison to make)."""
+    t = getattr(a, "targets", None)
+    if t is None or not len(t):
+        return []
+    out = []
+    for name, d in t.groupby("target", sort=False):
+        parts = []
+        for r in d.itertuples():
+            vs = f" vs \\texttt{{{escape(r.baseline)}}}" if r.baseline and not name.endswith(f"/ {r.baseline}") else ""
+            got = (rf"{num(100 * r.mde, 1)}\% ({escape(r.estimate)})" if np.isfinite(r.mde) else escape(r.note))
+            word = "met" if r.met else "\\textcolor{failred}{open}"
+            parts.append(rf"C={int(r.concurrency)}{vs}: {got} against {num(100 * r.target_mde, 1)}\%, {word}")
+        out.append(Markup(f"\\texttt{{{escape(name)}}}: " + "; ".join(parts)))
+    return out
+
+
 def context(a) -> dict:
     gs = groups(a)
     recs = [recommend(a, g) for g in gs]
@@ -487,7 +505,10 @@ def context(a) -> dict:
             "table": deployment_table(a, gs, picks) if gs else Markup(r"\emph{(no arm finished)}"),
             "recommendations": [s for _, s in recs], "regressions": regressions(a),
             "failed": failed, "failed_count": n_bad, "checks": n_checks, "correctness": correctness(a),
-            "goodput": goodput_lines(a), "saturation": Markup("; ").join(saturation_lines(a)),
+            "goodput": goodput_lines(a), "targets": target_lines(a),
+            "targets_met": (f"{int(a.targets['met'].sum())} of {len(a.targets)}"
+                            if len(getattr(a, "targets", [])) else ""),
+            "saturation": Markup("; ").join(saturation_lines(a)),
             "slo": a.slo_text or (a.run.profile.slo.text if a.run.profile.slo else None),
             "metric": metric(a)}
 

@@ -610,6 +610,34 @@ class Load(Strict):
         return n.get(concurrency) if isinstance(n, dict) else n
 
 
+# the targets a profile that names none resolves (Profile.goals): a speculative arm's gain over AR is large (2x and
+# more on the GPU profiles), so 5% settles it; the tree's over linear DFlash is a few percent, so it needs 3%
+AR_TARGET_MDE_PCT = 5.0
+TREE_TARGET_MDE_PCT = 3.0
+BEST_LINEAR = "best-linear"
+
+
+class Target(Strict):
+    """A comparison the run must resolve (Profile.targets): arm over baseline at each concurrency level, to a
+    minimum detectable effect. The analysis reports each as met or open (tables/targets, page 1)."""
+
+    arm: str = Field(description="the arm whose throughput is the numerator")
+    baseline: str = Field(description="the arm it is compared against, or 'best-linear': at each level the "
+                                      "deployable linear arm with the most throughput")
+    mde_pct: Annotated[float, Field(gt=0)] | dict[int, Annotated[float, Field(gt=0)]] = Field(
+        description="the minimum detectable effect to reach (80% power, 95% two-sided), in percent of the ratio: "
+                    "one number, or one per concurrency level (a level left out has no target)")
+
+    def at(self, concurrency: int) -> float | None:
+        """The target at this level, in percent (None: none set there)."""
+        m = self.mde_pct
+        return m.get(concurrency) if isinstance(m, dict) else m
+
+    @property
+    def text(self) -> str:
+        return f"{self.arm} / {self.baseline}"
+
+
 class Slo(Strict):
     """Service-level objectives a request must meet to count towards goodput (analysis/estimate/goodput.py): in
     milliseconds, or as multiples of what AR does on this host in this run (its median at the run's lowest C), so
@@ -683,6 +711,13 @@ class Profile(Strict):
         None, exclude_if=lambda v: v is None,
         description="objectives a request must meet to count towards goodput (Slo): per cell the share of "
                     "requests meeting all of them and their rate; page 1 names the arm with the most goodput")
+    # analysis only, not an experiment condition: out of the digest, and of the dump when unset
+    targets: list[Target] | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="the comparisons the run must resolve, each to a minimum detectable effect (Target); unset: "
+                    f"each deployable speculative arm against deployable AR to {AR_TARGET_MDE_PCT:g}% and each "
+                    f"deployable tree against the best linear arm to {TREE_TARGET_MDE_PCT:g}%, at every level. "
+                    "The analysis reports each as met or open, with the MDE reached")
     # analysis only, not an experiment condition: left out of the dump (and so of the digest and
     # the manifest) when unset, so that runs recorded before the field existed keep their digests
     compare_with: str | None = Field(
@@ -711,6 +746,7 @@ class Profile(Strict):
                 ("sglang", "fork", "local"):
             raise ValueError("diagnostics 'overlay-check' serves the DDTree build and stock SGLang from this host's "
                              "layers: it needs backend sglang, ddtree 'fork' and runtime local")
+        _check_targets(self)
         servers, load = (parse_cpus(c) if c else frozenset() for c in (self.placement.cpus, self.load.cpus))
         if servers & load:
             raise ValueError(f"placement.cpus '{self.placement.cpus}' and load.cpus '{self.load.cpus}' share "
@@ -724,6 +760,19 @@ class Profile(Strict):
                 return a
         raise ProfileError(f"profile '{self.name}' has no arm '{arm_id}'; arms: "
                            f"{[a.id for a in self.measured_arms()]}")
+
+    def goals(self) -> list[Target]:
+        """The comparisons the run must resolve: the profile's targets, or by default each deployable speculative
+        arm against deployable AR and each deployable tree against the best linear arm."""
+        if self.targets is not None:
+            return list(self.targets)
+        arms = [a for a in self.arms if not a.ablation]
+        ar = [a.id for a in arms if a.kind == "ar"]
+        out = [Target(arm=a.id, baseline=ar[0], mde_pct=AR_TARGET_MDE_PCT) for a in arms if ar and a.kind != "ar"]
+        if any(a.kind == "linear" for a in arms):
+            out += [Target(arm=a.id, baseline=BEST_LINEAR, mde_pct=TREE_TARGET_MDE_PCT)
+                    for a in arms if a.kind == "tree"]
+        return out
 
     def measured_arms(self) -> list[Arm]:
         """What the cells measure: each arm under each sampling setting and offered rate, setting-major. With one
@@ -774,9 +823,20 @@ class Profile(Strict):
 
     def digest(self) -> str:
         """The experiment's identity: every condition of its cells (a run control such as load.budget_s is none)."""
-        blob = json.dumps(self.model_dump(mode="json", exclude={"load": {"budget_s"}, "slo": True}),
+        blob = json.dumps(self.model_dump(mode="json", exclude={"load": {"budget_s"}, "slo": True, "targets": True}),
                           sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
+
+
+def _check_targets(p: Profile) -> None:
+    ids = {a.id for a in p.arms}
+    for i, t in enumerate(p.targets or []):
+        for name in ("arm", "baseline"):
+            if getattr(t, name) not in ids | ({BEST_LINEAR} if name == "baseline" else set()):
+                raise ValueError(f"targets[{i}].{name}: no arm '{getattr(t, name)}'; arms: {sorted(ids)}")
+        if isinstance(t.mde_pct, dict) and not set(t.mde_pct) <= set(p.load.concurrency):
+            raise ValueError(f"targets[{i}].mde_pct gives levels {sorted(t.mde_pct)} that the plan does not run "
+                             f"({sorted(p.load.concurrency)})")
 
 
 EXTERNAL_ONLY = ("url", "model", "api_key_env")
