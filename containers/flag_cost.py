@@ -23,11 +23,12 @@ from containers.bringup import free_port
 from containers.launch import server_command
 from containers.ready import wait_ready
 from ddbench.core import cpus as cpus_mod
+from ddbench.core import formulas
 from ddbench.core.profile import load_profile
 from ddbench.core.prompts import load_prompts
 from ddbench.core.results import write_json_atomic
-from loadtests.client import chat_body
-from loadtests.rounds import rotation, stream
+from loadtests.client import chat_body, stream
+from loadtests.rounds import rotation
 
 # flags a server of the offline bundles cannot start without, or that only place it: name -> values they take
 NEEDED = {"--model-path": 1, "--tokenizer-path": 1, "--host": 1, "--port": 1, "--mem-fraction-static": 1,
@@ -49,15 +50,15 @@ def defaults_argv(argv: list[str]) -> list[str]:
 
 
 def measure(url: str, body: dict) -> dict:
-    """One streamed request: tokens/s over its whole time, TPOT after the first chunk, TTFT."""
+    """One streamed request: tokens/s over its whole time, TPOT and TTFT as docs/metrics.md defines them."""
     with httpx.Client(base_url=url) as client:
         r = stream(client, body, "flag-cost")
     if r["error"] or not r["chunks"] or not r["usage"]:
         raise RuntimeError(f"{url}: request failed: {r['error'] or 'no chunks or usage in the stream'}")
     n = r["usage"]["completion_tokens"]
-    first, last = r["chunks"][0].t_ns, r["chunks"][-1].t_ns
-    return {"tokens": n, "tok_s": n / ((r["end_ns"] - r["send_ns"]) / 1e9),
-            "tpot_ms": (last - first) / 1e6 / max(1, n - 1), "ttft_ms": (first - r["send_ns"]) / 1e6}
+    e2e, ttft = formulas.e2e_s(r["send_ns"], r["end_ns"]), formulas.ttft_s(r["send_ns"], r["chunks"][0].t_ns)
+    return {"tokens": n, "tok_s": float(formulas.output_rate(n, e2e)),
+            "tpot_ms": 1e3 * float(formulas.tpot_s(e2e, ttft, n)), "ttft_ms": 1e3 * float(ttft)}
 
 
 def summary(rows: list[dict]) -> list[dict]:

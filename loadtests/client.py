@@ -1,4 +1,5 @@
-"""One streamed chat completion, timed by hand: the raw fields of a RequestRecord.
+"""One streamed chat completion, timed by hand: the raw fields of a RequestRecord, through Locust's session
+(stream_chat) or an httpx.Client (stream), one parser for both (consume).
 
 Locust's own timer stops at the response headers when stream=True, so every time here is
 perf_counter_ns taken by us. Lines are read as they arrive from the socket (readline on
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ddbench.core.answers import refused
@@ -22,6 +24,7 @@ from loadtests.sse import EventParser
 CHAT_PATH = "/v1/chat/completions"
 PATHS = {"chat": CHAT_PATH, "completions": "/v1/completions"}   # workload.api -> the route
 ERROR_TEXT_MAX = 500
+STREAM_TIMEOUT_S = 600.0   # a long generation is slow, not dead
 # the NAME of the variable holding an external server's API key (loadtests/cell.py sets it for Locust): the key
 # travels by environment, never on a command line or in a file
 API_KEY_ENV = "DDBENCH_API_KEY_ENV"
@@ -69,8 +72,7 @@ def chat_body(prompt: Prompt, *, model: str, max_tokens: int, temperature: float
 def stream_chat(session, body: dict[str, Any], request_id: str, name: str = CHAT_PATH,
                 path: str = CHAT_PATH) -> dict[str, Any]:
     """Send one request through a Locust FastHttpSession; return the record's raw fields."""
-    out: dict[str, Any] = {"chunks": [], "status": None, "error": None, "finish_reason": None,
-                           "usage": None, "spec": None, "headers_ns": None, "output_token_ids": None}
+    out = _blank()
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
                "Accept-Encoding": "identity", "X-Request-Id": request_id, **auth_headers()}
     data = json.dumps(body).encode()
@@ -102,27 +104,64 @@ def read(resp, out: dict[str, Any], path: str = CHAT_PATH) -> None:
     if resp.status_code != 200:
         out["error"] = refused(path, resp.status_code, resp.text or "")
         return
-    # FastResponse keeps geventhttpclient's response here; its readline returns as soon as a
-    # whole line is buffered, which is what "read what has arrived" needs
-    raw = resp._response
+    consume(_arrived(resp._response), out)
+
+
+def _arrived(raw) -> Iterator[bytes]:
+    """geventhttpclient's lines as they arrive: its readline returns as soon as a whole line is buffered
+    (FastResponse keeps that response in _response), which is what "read what has arrived" needs."""
+    while line := raw.readline(b"\n"):
+        yield line
+    if not raw.message_complete:
+        raise ConnectionError("connection closed mid-stream")
+
+
+def consume(lines: Iterable[bytes], out: dict[str, Any]) -> None:
+    """Fold a server-sent event stream into the record, as its lines arrive: each event is stamped when its first
+    line came, and a stream that ends without [DONE] is an error. The one parser of every client here (Locust's
+    session above, httpx's in stream())."""
     parser, done, t_event = EventParser(), False, None
-    while True:
-        line = raw.readline(b"\n")
-        t = time.perf_counter_ns()
-        if not line:
-            if not raw.message_complete:
-                raise ConnectionError("connection closed mid-stream")
-            data = parser.flush()
-        else:
-            t_event = t_event or t
-            data = parser.feed(line)
+    for line in lines:
+        t_event = t_event or time.perf_counter_ns()
+        data = parser.feed(line)
         if data is not None:
             done = take(data, t_event, out) or done
             t_event = None
-        if not line:
-            break
+    data = parser.flush()
+    if data is not None:
+        done = take(data, t_event or time.perf_counter_ns(), out) or done
     if not done and not out["error"]:
         out["error"] = "stream ended without [DONE]"
+
+
+def stream(client, body: dict[str, Any], request_id: str, path: str = CHAT_PATH,
+           timeout_s: float = STREAM_TIMEOUT_S) -> dict[str, Any]:
+    """One streamed completion through an httpx.Client (the rounds, the experiments, the checks): the raw fields
+    of a RequestRecord, timed and parsed as stream_chat times Locust's."""
+    import httpx
+
+    out = _blank()
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Encoding": "identity",
+               "X-Request-Id": request_id, **auth_headers()}
+    out["send_unix_ns"] = time.time_ns()
+    out["send_ns"] = time.perf_counter_ns()
+    try:
+        with client.stream("POST", path, content=json.dumps(body), headers=headers, timeout=timeout_s) as resp:
+            out["headers_ns"] = time.perf_counter_ns()
+            out["status"] = resp.status_code
+            if resp.status_code != 200:
+                out["error"] = refused(path, resp.status_code, resp.read().decode(errors="replace"))
+            else:
+                consume((line.encode() + b"\n" for line in resp.iter_lines()), out)
+    except httpx.HTTPError as e:   # a dropped stream is a record with an error, not a crash
+        out["error"] = out["error"] or f"{type(e).__name__}: {e}"
+    out["end_ns"] = time.perf_counter_ns()
+    return out
+
+
+def _blank() -> dict[str, Any]:
+    return {"chunks": [], "status": None, "error": None, "finish_reason": None, "usage": None, "spec": None,
+            "headers_ns": None, "output_token_ids": None}
 
 
 def take(data: str, t_ns: int, out: dict[str, Any]) -> bool:

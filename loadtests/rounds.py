@@ -20,13 +20,12 @@ and which request ended first, decided by a few tokens of acceptance, decided th
 Each arm's requests of the stretch go to its own cell directory with their round number, and its
 status.json gives `busy_ns`, the sum of its units' lengths: the arm's throughput is its tokens over
 its own units' steady windows (analysis/estimate/rounds.py), not over the stretch, which the other arms share. The first
-load.warmup_requests rounds are unmeasured. Requests are streamed with httpx in threads, timed by hand
-as loadtests/client.py times Locust's (its event parser and fields), one thread per user.
+load.warmup_requests rounds are unmeasured. Requests are streamed with httpx in threads, one thread per user,
+through loadtests/client.py's stream (timed and parsed as Locust's requests are).
 """
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -37,19 +36,16 @@ from pathlib import Path
 
 import httpx
 
-from ddbench.core.answers import refused
 from ddbench.core.profile import Load, Workload
 from ddbench.core.prompts import load_prompt_set
 from ddbench.core.records import CellStatus, RequestRecord
 from ddbench.core.results import STATUS, record_files, write_json_atomic
 from loadtests import plan
-from loadtests.client import CHAT_PATH, PATHS, auth_headers, chat_body, take
+from loadtests.client import PATHS, chat_body, stream
 from loadtests.options import resolve_sources
 from loadtests.random_prompts import maker
 from loadtests.recorder import RecordFile, worker_name
-from loadtests.sse import EventParser
 
-TIMEOUT_S = 600.0   # a long generation is slow, not dead
 BLOCK_STRIDE = 16   # a block's requests per user before its slots run into the next round's
 
 
@@ -68,38 +64,6 @@ def rotation(arms: list[str], j: int) -> list[str]:
     """Round j's order: the arms rotated by j."""
     k = j % len(arms)
     return arms[k:] + arms[:k]
-
-
-def stream(client: httpx.Client, body: dict, request_id: str, path: str = CHAT_PATH) -> dict:
-    """One streamed completion at path: the raw fields of a RequestRecord, as loadtests/client.py fills them."""
-    out: dict = {"chunks": [], "status": None, "error": None, "finish_reason": None, "usage": None, "spec": None,
-                 "headers_ns": None, "output_token_ids": None}
-    headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity", "X-Request-Id": request_id,
-               **auth_headers()}
-    out["send_unix_ns"] = time.time_ns()
-    out["send_ns"] = time.perf_counter_ns()
-    try:
-        with client.stream("POST", path, content=json.dumps(body), headers=headers,
-                           timeout=TIMEOUT_S) as resp:
-            out["headers_ns"] = time.perf_counter_ns()
-            out["status"] = resp.status_code
-            if resp.status_code != 200:
-                out["error"] = refused(path, resp.status_code, resp.read().decode(errors="replace"))
-            else:
-                parser, done = EventParser(), False
-                for line in resp.iter_lines():
-                    data = parser.feed(line.encode() + b"\n")
-                    if data is not None:
-                        done = take(data, time.perf_counter_ns(), out) or done
-                data = parser.flush()
-                if data is not None:
-                    done = take(data, time.perf_counter_ns(), out) or done
-                if not done and not out["error"]:
-                    out["error"] = "stream ended without [DONE]"
-    except httpx.HTTPError as e:   # a dropped stream is a record with an error, not a crash
-        out["error"] = out["error"] or f"{type(e).__name__}: {e}"
-    out["end_ns"] = time.perf_counter_ns()
-    return out
 
 
 def _request(client: httpx.Client, t: Target, load: Load, prompt, slot: int, *, concurrency: int,

@@ -192,32 +192,14 @@ def scrape(url: str) -> float | None:
 
 
 def chat(url: str, model: str, prompt: Prompt, profile: Profile) -> dict:
-    """One streamed chat completion, the load generator's body; text, usage and SGLang's spec details."""
-    from loadtests.client import CHAT_PATH, chat_body, take
-    from loadtests.sse import EventParser
+    """One streamed chat completion, the load generator's body and client; text, usage and SGLang's spec details."""
+    from loadtests.client import chat_body, stream
 
     wl = profile.workload
     body = chat_body(prompt, model=model, max_tokens=wl.max_tokens, temperature=wl.temperature, top_p=wl.top_p,
                      top_k=wl.top_k, ignore_eos=wl.ignore_eos)
-    out = {"chunks": [], "status": None, "error": None, "finish_reason": None, "usage": None, "spec": None,
-           "output_token_ids": None}
-    try:
-        with httpx.stream("POST", url + CHAT_PATH, json=body, timeout=REQUEST_TIMEOUT_S) as r:
-            out["status"] = r.status_code
-            if r.status_code != 200:
-                out["error"] = f"HTTP {r.status_code}: {r.read().decode(errors='replace')[:500]}"
-            else:
-                parser = EventParser()
-                for line in r.iter_lines():
-                    data = parser.feed(line.encode())
-                    if data is not None:
-                        take(data, 0, out)
-                data = parser.flush()
-                if data is not None:
-                    take(data, 0, out)
-    except httpx.HTTPError as e:
-        out["error"] = f"{type(e).__name__}: {e}"
-    return out
+    with httpx.Client(base_url=url) as client:
+        return stream(client, body, f"check-{prompt.id}", timeout_s=REQUEST_TIMEOUT_S)
 
 
 def send_all(url: str, prompts: list[Prompt], profile: Profile) -> list[dict]:
