@@ -81,7 +81,7 @@ def plan(profile: Profile, root: Path) -> list[str]:
     told = ", ".join(f"{s} {ready[s]:.0f} s" for s in servers if s in ready) or "none timed"
     lines.append(f"bring-ups: {schedule.bring_ups(profile)} in {len(blocks)} block(s) ({told})")
     if warm := schedule.warm_up_text(profile):
-        lines.append(f"warm-up: {warm}")
+        lines.append(warm)
     level = level_seconds(runs) if profile.load.warmup_levels else None
     if profile.load.warmup_levels:
         lines.append(f"a bring-up's level rounds: {level:.0f} s (median)" if level is not None

@@ -715,9 +715,9 @@ class Profile(Strict):
     targets: list[Target] | None = Field(
         None, exclude_if=lambda v: v is None,
         description="the comparisons the run must resolve, each to a minimum detectable effect (Target); unset: "
-                    f"each deployable speculative arm against deployable AR to {AR_TARGET_MDE_PCT:g}% and each "
-                    f"deployable tree against the best linear arm to {TREE_TARGET_MDE_PCT:g}%, at every level. "
-                    "The analysis reports each as met or open, with the MDE reached")
+                    f"each deployable speculative arm (not a chain) against deployable AR to {AR_TARGET_MDE_PCT:g}% "
+                    f"and each deployable tree against the best linear arm to {TREE_TARGET_MDE_PCT:g}%, at every "
+                    "level. The analysis reports each as met or open, with the MDE reached")
     # analysis only, not an experiment condition: left out of the dump (and so of the digest and
     # the manifest) when unset, so that runs recorded before the field existed keep their digests
     compare_with: str | None = Field(
@@ -763,12 +763,14 @@ class Profile(Strict):
 
     def goals(self) -> list[Target]:
         """The comparisons the run must resolve: the profile's targets, or by default each deployable speculative
-        arm against deployable AR and each deployable tree against the best linear arm."""
+        arm but a chain against deployable AR and each deployable tree against the best linear arm."""
         if self.targets is not None:
             return list(self.targets)
         arms = [a for a in self.arms if not a.ablation]
         ar = [a.id for a in arms if a.kind == "ar"]
-        out = [Target(arm=a.id, baseline=ar[0], mde_pct=AR_TARGET_MDE_PCT) for a in arms if ar and a.kind != "ar"]
+        # a chain is a check of the tree code (it must take linear's steps), never deployed: no target of its own
+        out = [Target(arm=a.id, baseline=ar[0], mde_pct=AR_TARGET_MDE_PCT)
+               for a in arms if ar and a.kind not in ("ar", "chain")]
         if any(a.kind == "linear" for a in arms):
             out += [Target(arm=a.id, baseline=BEST_LINEAR, mde_pct=TREE_TARGET_MDE_PCT)
                     for a in arms if a.kind == "tree"]

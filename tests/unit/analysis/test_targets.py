@@ -53,6 +53,8 @@ def test_the_default_targets_leave_ablations_out_and_take_the_best_linear_arm_fo
         ("linear-b16", "ar", 5.0), ("linear-b8", "ar", 5.0), ("tree-b15-k8", "ar", 5.0),
         ("tree-b15-k8", "best-linear", 3.0)]
     assert profile(arms=[{"id": "ar", "kind": "ar"}]).goals() == []
+    chain = profile(arms=[{"id": "ar", "kind": "ar"}, {"id": "chain-b15", "kind": "chain", "block_size": 16}])
+    assert chain.goals() == []   # a check of the tree code, never deployed
 
 
 def test_best_linear_is_the_faster_linear_arm_at_each_level():

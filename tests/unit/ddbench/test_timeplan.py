@@ -77,7 +77,8 @@ def test_the_level_rounds_are_timed_from_their_records_and_paid_with_each_bring_
     assert timeplan.level_seconds([run]) == 21.0
     lines = timeplan.plan(p, tmp_path)
     assert "a bring-up's level rounds: 21 s (median)" in lines
-    assert any(x.startswith("warm-up: ") and x.endswith("then one whole request per user at each arm and C")
+    assert any(x.startswith("unmeasured warm-up after each of 1 bring-up(s): ")
+               and x.endswith("then one whole request per user at each arm and C")
                for x in lines)
     up_front = 3 * 60 + p.load.warmup_s + 21
     assert f"up front: {up_front:.0f} s of bring-up and warm-up; each repetition 100 s" in " ".join(lines)
