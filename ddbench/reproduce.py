@@ -141,7 +141,8 @@ def _retire(cell_dir: Path) -> None:
 
 def make_cell_runner(progress: Progress, task, tokenizer: Path | None = None):
     """tokenizer: the target's tokenizer directory, for random prompts (None: the workload has none)."""
-    from loadtests.cell import run_cell
+    from loadtests.cell import CellError, probe, run_cell
+    from loadtests.client import streams_token_ids
 
     def run(workload, load, *, url, cell_dir, arm, concurrency, repetition, unmeasured=False, **kw) -> CellStatus:
         cell_dir = Path(cell_dir)
@@ -152,6 +153,11 @@ def make_cell_runner(progress: Progress, task, tokenizer: Path | None = None):
         from containers.external import headers  # an external arm's API key, by its variable's name
 
         auth = headers(kw.get("api_key_env"))
+        try:   # asked before the flush and the scrape, so that neither the cache nor the counters see the probe
+            model = kw.get("model") or probe(url)
+            kw.update(model=model, token_ids=streams_token_ids(url, model, workload.api))
+        except CellError:
+            pass   # run_cell asks again, and records why as the cell's failure
         flushed = flush(url, load.flush_cache, auth)
         _scrape(url, cell_dir / "metrics-before.prom", auth)
         write_json_atomic(cell_dir / FLUSH, flushed)
@@ -172,6 +178,7 @@ def make_stretch_runner(progress: Progress, task, tokenizer: Path | None = None)
     from containers.external import headers
     from containers.sweep import failed_cell
     from loadtests.cell import CellError, probe
+    from loadtests.client import streams_token_ids
     from loadtests.rounds import Target, run_stretch
 
     def run(targets, load, *, concurrency, repetition, around=None) -> dict[str, CellStatus]:
@@ -183,7 +190,9 @@ def make_stretch_runner(progress: Progress, task, tokenizer: Path | None = None)
                 out[arm] = done
                 continue
             try:
-                live.append(Target(arm, url, Path(cell_dir), workload, kw.get("model") or probe(url)))
+                model = kw.get("model") or probe(url)
+                ids = streams_token_ids(url, model, workload.api)
+                live.append(Target(arm, url, Path(cell_dir), workload, model, ids))
             except CellError as e:
                 out[arm] = failed_cell(arm, concurrency, repetition, Path(cell_dir), str(e))
         progress.update(task, description=f"rounds C={concurrency} r{repetition}")

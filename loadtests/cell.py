@@ -32,7 +32,7 @@ from ddbench.core.profile import Load, Workload
 from ddbench.core.prompts import load_prompt_set
 from ddbench.core.records import CellStatus, RequestRecord
 from ddbench.core.results import STATUS, record_files, write_json_atomic
-from loadtests.client import API_KEY_ENV
+from loadtests.client import API_KEY_ENV, streams_token_ids
 from loadtests.cpu import CPU_FILE, CPU_LIMIT, CpuSampler, peak
 from loadtests.options import cell_argv, resolve_sources
 from loadtests.random_prompts import maker
@@ -62,7 +62,8 @@ def probe(url: str) -> str:
 
 
 def locust_argv(workload: Workload, load: Load, *, url: str, cell_dir: Path, arm: str, concurrency: int,
-                repetition: int, processes: int, model: str, tokenizer: str | Path | None = None) -> list[str]:
+                repetition: int, processes: int, model: str, tokenizer: str | Path | None = None,
+                token_ids: bool = True) -> list[str]:
     argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
             # all users at once: closed-loop users start together, warmup absorbs the burst
             "-u", str(concurrency), "-r", str(max(concurrency, 1000)), "--host", url,
@@ -70,7 +71,7 @@ def locust_argv(workload: Workload, load: Load, *, url: str, cell_dir: Path, arm
             "--exit-code-on-error", "0", "--only-summary", "--stop-timeout", "10"]
     return argv + processes_argv(processes) + cell_argv(workload, load, arm=arm, concurrency=concurrency,
                                                         repetition=repetition, records_dir=cell_dir, model=model,
-                                                        tokenizer=tokenizer)
+                                                        tokenizer=tokenizer, token_ids=token_ids)
 
 
 def processes_argv(processes: int) -> list[str]:
@@ -87,10 +88,11 @@ def processes_argv(processes: int) -> list[str]:
 def run_cell(workload: Workload, load: Load, *, url: str, cell_dir: Path, arm: str, concurrency: int,
              repetition: int, processes: int | None = None, model: str | None = None,
              timeout_s: float = 3600.0, api_key_env: str | None = None,
-             tokenizer: str | Path | None = None) -> CellStatus:
+             tokenizer: str | Path | None = None, token_ids: bool | None = None) -> CellStatus:
     """api_key_env: the name of the variable holding the server's API key (an external arm's), which the
     load generator then sends; the key is passed by environment only. tokenizer: the target's tokenizer
-    directory, which random prompts are measured with."""
+    directory, which random prompts are measured with. token_ids: whether the server streams token ids
+    (None: asked here, client.streams_token_ids)."""
     cell_dir = Path(cell_dir)
     if record_files(cell_dir):
         raise CellError(f"{cell_dir}: already holds request records; a cell is never run twice into one directory")
@@ -101,6 +103,7 @@ def run_cell(workload: Workload, load: Load, *, url: str, cell_dir: Path, arm: s
     base = dict(arm=arm, concurrency=concurrency, repetition=repetition, started_unix=started)
     try:
         model = model or probe(url)
+        token_ids = streams_token_ids(url, model, workload.api) if token_ids is None else token_ids
     except CellError as e:
         return finish(cell_dir, CellStatus(**base, status="failed", reason=str(e), ended_unix=time.time()))
     try:
@@ -109,7 +112,7 @@ def run_cell(workload: Workload, load: Load, *, url: str, cell_dir: Path, arm: s
         return finish(cell_dir, CellStatus(**base, status="failed", reason=str(e), ended_unix=time.time()))
     argv = locust_argv(workload, load, url=url, cell_dir=cell_dir, arm=arm, concurrency=concurrency,
                        repetition=repetition, processes=processes or load.processes, model=model,
-                       tokenizer=tokenizer)
+                       tokenizer=tokenizer, token_ids=token_ids)
     with open(cell_dir / LOCUST_LOG, "w") as logf:
         env = {**os.environ, API_KEY_ENV: api_key_env} if api_key_env else None
         proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, cwd=LOCUSTFILE.parent.parent,

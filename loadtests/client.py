@@ -190,3 +190,16 @@ def take(data: str, t_ns: int, out: dict[str, Any]) -> bool:
     if spec:
         out["spec"] = spec
     return False
+
+
+def streams_token_ids(url: str, model: str, api: str = "chat") -> bool:
+    """Whether the server streams token ids on workload.api's route: one 1-token request asks for them. SGLang
+    0.5.17 and later refuse them on a chat stream (HTTP 400 naming return_token_ids); there a cell asks for none
+    and its records carry text only. Any other answer is left to the cell, which reports it."""
+    import httpx
+
+    prompt = Prompt(id="token-ids-probe", category="probe", messages=[{"role": "user", "content": "Hi"}])
+    body = chat_body(prompt, model=model, max_tokens=1, temperature=0.0, api=api)
+    with httpx.Client(base_url=url.rstrip("/")) as client:
+        r = stream(client, body, "token-ids-probe", PATHS[api], timeout_s=60.0)
+    return not (r["status"] == 400 and "return_token_ids" in (r["error"] or ""))

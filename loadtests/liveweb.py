@@ -31,6 +31,7 @@ from ddbench.core.records import RequestRecord
 from ddbench.core.results import MANIFEST, RunDir
 from loadtests import adhoc, live
 from loadtests.cell import probe
+from loadtests.client import streams_token_ids
 from loadtests.live import LiveStats, ServerCounters, table
 
 log = logging.getLogger("ddbench")
@@ -78,7 +79,9 @@ class Session:
         from containers import bringup  # the containers stage's public entry, as `reproduce` uses it
 
         self.server = bringup.up(self.profile, arm, self.records_dir())
-        self.serving = (arm, self.server.url, probe(self.server.url))
+        model = probe(self.server.url)
+        self.serving = (arm, self.server.url, model)
+        self.opts.return_token_ids = str(streams_token_ids(self.server.url, model, self.profile.workload.api)).lower()
         self._point_at()
 
     def _point_at(self) -> None:

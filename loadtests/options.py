@@ -184,9 +184,9 @@ def settings(opts) -> Settings:
 
 
 def cell_argv(workload: Workload, load: Load, *, arm: str, concurrency: int, repetition: int,
-              records_dir: Path, model: str, tokenizer: str | Path | None = None) -> list[str]:
+              records_dir: Path, model: str, tokenizer: str | Path | None = None, token_ids: bool = True) -> list[str]:
     """Our options for one cell of a profile, as Locust command-line arguments (tokenizer: the directory
-    random prompts are measured with)."""
+    random prompts are measured with; token_ids: whether the server streams them, client.streams_token_ids)."""
     prompt_set = resolve_sources(workload.prompt_set)
     if any("," in s for s in prompt_set):  # --prompt-set separates sources with commas
         raise OptionError(f"workload.prompt_set: a source may not contain a comma: {prompt_set}")
@@ -202,5 +202,6 @@ def cell_argv(workload: Workload, load: Load, *, arm: str, concurrency: int, rep
         "requests-per-user": load.per_user(concurrency) or 0, "duration-s": load.duration_s or 0.0,
         "arm": arm, "concurrency": concurrency, "repetition": repetition, "seed": load.seed,
         "mode": load.mode, "rate": load.rate or 0.0, "arrival": load.arrival, "model": model,
+        "return-token-ids": str(token_ids).lower(),
     }
     return [a for k, v in values.items() for a in (f"--{k}", str(v))]

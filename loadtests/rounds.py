@@ -58,6 +58,7 @@ class Target:
     cell_dir: Path
     workload: Workload
     model: str
+    token_ids: bool = True   # whether the server streams token ids (client.streams_token_ids)
 
 
 def rotation(arms: list[str], j: int) -> list[str]:
@@ -73,7 +74,7 @@ def _request(client: httpx.Client, t: Target, load: Load, prompt, slot: int, *, 
     if w.output is not None:
         prompt = prompt.model_copy(update={"max_tokens": plan.output_target(w.output, w.max_tokens, load.seed, slot)})
     body = chat_body(prompt, model=t.model, max_tokens=w.max_tokens, temperature=w.temperature, top_p=w.top_p,
-                     top_k=w.top_k, ignore_eos=w.ignore_eos, seed=seed, api=w.api)
+                     top_k=w.top_k, ignore_eos=w.ignore_eos, seed=seed, api=w.api, token_ids=t.token_ids)
     rid = uuid.uuid4().hex
     raw = stream(client, body, rid, PATHS[w.api])
     return RequestRecord(

@@ -19,6 +19,7 @@ from pathlib import Path
 from ddbench.core.profile import Profile
 from ddbench.core.results import RESULTS_ROOT
 from loadtests.cell import LOCUSTFILE, probe, processes_argv
+from loadtests.client import streams_token_ids
 from loadtests.options import cell_argv
 
 UI_HOST = "127.0.0.1"
@@ -30,7 +31,7 @@ def adhoc_dir() -> Path:
 
 
 def ui_argv(profile: Profile, profile_ref: str, arm: str, *, url: str | None, port: int, processes: int,
-            records_dir: Path, model: str) -> list[str]:
+            records_dir: Path, model: str, token_ids: bool = True) -> list[str]:
     profile.arm(arm)  # an unknown arm is an error naming the profile's arms
     users = profile.load.concurrency[0]
     argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--web-host", UI_HOST, "--web-port", str(port),
@@ -39,14 +40,16 @@ def ui_argv(profile: Profile, profile_ref: str, arm: str, *, url: str | None, po
     argv += processes_argv(processes)
     # concurrency 0: each record carries the user count chosen in the UI
     return argv + cell_argv(profile.workload, profile.load_for(arm), arm=arm, concurrency=0, repetition=1,
-                            records_dir=records_dir, model=model)
+                            records_dir=records_dir, model=model, token_ids=token_ids)
 
 
 def run_ui(profile: Profile, profile_ref: str, arm: str, *, url: str | None = None, port: int = UI_PORT,
            processes: int | None = None, records_dir: Path | None = None) -> int:
     records_dir = records_dir or adhoc_dir()
+    model = probe(url) if url else ""
     argv = ui_argv(profile, profile_ref, arm, url=url, port=port, processes=processes or profile.load.processes,
-                   records_dir=records_dir, model=probe(url) if url else "")
+                   records_dir=records_dir, model=model,
+                   token_ids=streams_token_ids(url, model, profile.workload.api) if url else True)
     print(f"Locust web UI on http://{UI_HOST}:{port}, LLM view on http://{UI_HOST}:{port}/ddbench  "
           f"(records: {records_dir})", flush=True)
     proc = subprocess.Popen(argv, cwd=LOCUSTFILE.parent.parent)

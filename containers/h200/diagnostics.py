@@ -191,18 +191,19 @@ def scrape(url: str) -> float | None:
     return counter(r.text) if r.status_code == 200 else None
 
 
-def chat(url: str, model: str, prompt: Prompt, profile: Profile) -> dict:
-    """One streamed chat completion, the load generator's body and client; text, usage and SGLang's spec details."""
+def chat(url: str, model: str, prompt: Prompt, profile: Profile, token_ids: bool = True) -> dict:
+    """One streamed chat completion, the load generator's body and client; text, usage and SGLang's spec details
+    (token_ids=False: the body asks for no token ids)."""
     from loadtests.client import chat_body, stream
 
     wl = profile.workload
     body = chat_body(prompt, model=model, max_tokens=wl.max_tokens, temperature=wl.temperature, top_p=wl.top_p,
-                     top_k=wl.top_k, ignore_eos=wl.ignore_eos)
+                     top_k=wl.top_k, ignore_eos=wl.ignore_eos, token_ids=token_ids)
     with httpx.Client(base_url=url) as client:
         return stream(client, body, f"check-{prompt.id}", timeout_s=REQUEST_TIMEOUT_S)
 
 
-def send_all(url: str, prompts: list[Prompt], profile: Profile) -> list[dict]:
+def send_all(url: str, prompts: list[Prompt], profile: Profile, token_ids: bool = True) -> list[dict]:
     """The prompts one at a time (C = 1); per request the /metrics verify-step delta and the outputs."""
     from loadtests.cell import probe
 
@@ -210,7 +211,7 @@ def send_all(url: str, prompts: list[Prompt], profile: Profile) -> list[dict]:
     rows = []
     for prompt in prompts:
         before = scrape(url)
-        got = chat(url, model, prompt, profile)
+        got = chat(url, model, prompt, profile, token_ids)
         after = scrape(url)
         text = "".join(c.text for c in got["chunks"])
         usage = got["usage"] or {}
@@ -229,7 +230,7 @@ def _total(rows: list[dict], key: str):
 
 
 def serve(profile: Profile, arm_id: str, run_dir: Path, prompts: list[Prompt], timeout_s: float | None,
-          command: list[str] | None = None) -> dict:
+          command: list[str] | None = None, token_ids: bool = True) -> dict:
     """Bring the arm up in run_dir (its own arm dir there), send the prompts, stop it.
     `command` replaces the server command (bringup.up's stand-in), for tests."""
     t0 = time.time()
@@ -238,18 +239,19 @@ def serve(profile: Profile, arm_id: str, run_dir: Path, prompts: list[Prompt], t
     except BringUpError as e:
         return {"status": "failed", "reason": e.summary, "requests": []}
     try:
-        return measure(server, prompts, profile, t0)
+        return measure(server, prompts, profile, t0, token_ids)
     finally:
         server.stop()
 
 
-def measure(server, prompts: list[Prompt], profile: Profile, t0: float) -> dict:
+def measure(server, prompts: list[Prompt], profile: Profile, t0: float, token_ids: bool = True) -> dict:
     """The prompts through a server that is up (since t0); totals and per-request rows."""
     ready_s = time.time() - t0
-    rows = send_all(server.url, prompts, profile)
+    rows = send_all(server.url, prompts, profile, token_ids)
     steps, tokens = _total(rows, "verify_steps"), _total(rows, "completion_tokens")
-    failed = [r["id"] for r in rows if r["error"]]
-    return {"status": "failed" if failed else "ok", "reason": f"requests failed: {failed}" if failed else None,
+    failed = [r for r in rows if r["error"]]
+    why = f"requests failed: {[r['id'] for r in failed]}; the first: {failed[0]['error']}" if failed else None
+    return {"status": "failed" if failed else "ok", "reason": why,
             "ready_s": round(ready_s, 1), "wall_s": round(time.time() - t0, 1), "verify_steps": steps,
             "spec_verify_ct": _total(rows, "spec_verify_ct"), "completion_tokens": tokens,
             "tau": round(tokens / steps, 4) if steps and tokens else None, "requests": rows}
@@ -332,12 +334,16 @@ def overlay_check(run_dir: Path, profile: Profile, source: str, arm_id: str | No
     stock_profile, doc["stock_drops"] = for_stock(profile, arm)
     for side, entries, prof in (("stock", stock, stock_profile), ("fork", fork, profile)):
         with pythonpath(entries):
-            result = serve(prof, arm.id, out_dir / "overlay-check" / side, prompts, timeout_s, command)
+            # no token ids asked of either side: stock 0.5.17 (#30917 without #37365) answers HTTP 400 to a chat
+            # stream that asks for them, and the check compares verify steps and texts
+            result = serve(prof, arm.id, out_dir / "overlay-check" / side, prompts, timeout_s, command,
+                           token_ids=False)
         log = out_dir / "overlay-check" / side / arm.id / SERVER_LOG
         doc["sides"][side] = {"pythonpath": entries, "sglang": resolve_sglang(entries), **result,
                               "server_log": log.relative_to(run_dir).as_posix()}
         print(f"overlay check: {side}: {result['status']}, verify steps {result.get('verify_steps')}, "
-              f"tokens {result.get('completion_tokens')}", file=sys.stderr, flush=True)
+              f"tokens {result.get('completion_tokens')}" + (f" ({result['reason']})" if result.get("reason") else ""),
+              file=sys.stderr, flush=True)
     a, b = doc["sides"]["stock"], doc["sides"]["fork"]
     both_ok = a["status"] == b["status"] == "ok"
     # the /metrics counter where both have it, else SGLang's per-request count

@@ -64,9 +64,10 @@ def test_closed_loop_cell_records_every_stream_as_sent(null_server, write_profil
     assert Counter(r.prompt_id for r in recs if not r.warmup) == expected
     assert st.window_start_ns == max(r.end_ns for r in recs if r.warmup)
     assert st.window_end_ns == max(r.end_ns for r in recs)
-    # the server saw the request ids the records carry
-    server_ids = {json.loads(line)["rid"] for line in srv.log.read_text().splitlines()}
-    assert server_ids == {r.request_id for r in recs}
+    # the server saw the request ids the records carry, and before them the one request that asks whether it
+    # streams token ids (client.streams_token_ids)
+    server_ids = [json.loads(line)["rid"] for line in srv.log.read_text().splitlines()]
+    assert server_ids[0] == "token-ids-probe" and set(server_ids[1:]) == {r.request_id for r in recs}
 
 
 def test_every_repetition_of_a_cell_sends_the_same_prompts(null_server, write_profile, tmp_path):

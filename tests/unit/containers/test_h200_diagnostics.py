@@ -84,8 +84,10 @@ def test_the_overlay_check_picks_a_graphed_dflash_arm():
 def fake_serve(steps: dict[str, int], texts: dict[str, str]):
     calls = []
 
-    def serve(profile, arm_id, run_dir, prompts, timeout_s, command=None):
+    def serve(profile, arm_id, run_dir, prompts, timeout_s, command=None, token_ids=True):
         side = run_dir.name
+        # stock SGLang 0.5.17 refuses token ids on a chat stream: the check asks neither side for them
+        assert token_ids is False
         calls.append((side, arm_id, __import__("os").environ["PYTHONPATH"]))
         rows = [{"id": q.id, "verify_steps": steps[side] / len(prompts), "spec_verify_ct": None,
                  "completion_tokens": 128, "finish_reason": "length", "error": None, "text": texts[side]}
@@ -135,10 +137,11 @@ def test_stock_sglang_is_served_without_the_forks_own_flags(tmp_path, sites, mon
     monkeypatch.setenv("PYTHONPATH", f"{shadow}:{stock}:{harness}")
     seen = {}
 
-    def serve(profile, arm_id, run_dir, prompts, timeout_s, command=None):
+    def serve(profile, arm_id, run_dir, prompts, timeout_s, command=None, token_ids=True):
         seen[run_dir.name] = server_command(profile, profile.arm(arm_id)).argv
         return fake_serve({"stock": 9, "fork": 9}, {"stock": "x", "fork": "x"})[0](profile, arm_id, run_dir,
-                                                                                   prompts, timeout_s)
+                                                                                   prompts, timeout_s,
+                                                                                   token_ids=token_ids)
     monkeypatch.setattr(diagnostics, "serve", serve)
     monkeypatch.setattr(diagnostics, "resolve_sglang", lambda entries: {"site": entries[0]})
     base = load_profile("h100-twin8b-sglang")

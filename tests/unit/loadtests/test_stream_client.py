@@ -1,15 +1,19 @@
 """One streaming client: Locust's session (the load generator, the web UI) and httpx (the rounds, the experiments,
 the build's checks) feed the same parser, so one recorded stream gives the same record through either, every chunk
-stamped as it arrives and a stream without [DONE] an error; the experiments' figures are docs/metrics.md's."""
+stamped as it arrives and a stream without [DONE] an error; the experiments' figures are docs/metrics.md's. A server
+that refuses token ids on a stream (SGLang 0.5.17 and later, on chat) is found before the cell, which asks for none."""
 
 import io
 import json
+from pathlib import Path
 
 import httpx
 import pytest
 
 from containers import flag_cost
-from loadtests.client import _arrived, consume, stream
+from ddbench.core.profile import load_profile
+from loadtests.client import _arrived, consume, stream, streams_token_ids
+from loadtests.options import cell_argv
 
 
 def _events(done: bool = True) -> bytes:
@@ -83,3 +87,34 @@ def test_the_flag_cost_figures_are_the_metrics_formulas(monkeypatch):
     assert got["tokens"] == 3 and got["tpot_ms"] > 0 and got["ttft_ms"] > 0
     # TPOT runs to the request's end, as formulas.tpot_s has it (not to the last chunk): E2E = TTFT + (n - 1) TPOT
     assert got["tok_s"] == pytest.approx(3 / (got["ttft_ms"] / 1e3 + 2 * got["tpot_ms"] / 1e3), rel=1e-9)
+
+
+STOCK_0517 = (b'{"object":"error","message":"return_token_ids is not supported with streaming on '
+              b'/v1/chat/completions. Please set stream=false when using return_token_ids=true.","code":400}')
+
+
+@pytest.mark.parametrize("status, content, streams", [
+    (200, _events(), True),
+    (400, STOCK_0517, False),             # SGLang 0.5.17's answer to a chat stream that asks for ids
+    (400, b'{"message": "max_tokens must be positive"}', True),   # another refusal: the cell reports it
+])
+def test_whether_a_server_streams_token_ids_is_asked_once_before_the_cell(monkeypatch, status, content, streams):
+    seen = []
+
+    def answer(request):
+        seen.append(json.loads(request.content))
+        return httpx.Response(status, content=content)
+
+    real = httpx.Client
+    monkeypatch.setattr(httpx, "Client",
+                        lambda base_url: real(base_url=base_url, transport=httpx.MockTransport(answer)))
+    assert streams_token_ids("http://server/", "m") is streams
+    assert len(seen) == 1 and seen[0]["return_token_ids"] is True and seen[0]["max_tokens"] == 1
+
+
+def test_a_cell_on_a_server_without_token_ids_asks_for_none():
+    p = load_profile("cpu-tiny")
+    for ids, word in ((True, "true"), (False, "false")):
+        argv = cell_argv(p.workload, p.load, arm="ar", concurrency=1, repetition=1, records_dir=Path("/tmp/x"),
+                         model="m", token_ids=ids)
+        assert argv[argv.index("--return-token-ids") + 1] == word
