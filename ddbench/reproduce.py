@@ -15,6 +15,7 @@ run that `--resume RUN_DIR` completes, redoing only the cells whose status.json 
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import signal
 import subprocess
@@ -144,6 +145,8 @@ def make_cell_runner(progress: Progress, task, tokenizer: Path | None = None):
     from loadtests.cell import CellError, probe, run_cell
     from loadtests.client import streams_token_ids
 
+    streams_token_ids = functools.cache(streams_token_ids)   # a server's answer, not a cell's: asked once a sweep
+
     def run(workload, load, *, url, cell_dir, arm, concurrency, repetition, unmeasured=False, **kw) -> CellStatus:
         cell_dir = Path(cell_dir)
         done = cell_status(cell_dir)
@@ -180,6 +183,8 @@ def make_stretch_runner(progress: Progress, task, tokenizer: Path | None = None)
     from loadtests.cell import CellError, probe
     from loadtests.client import streams_token_ids
     from loadtests.rounds import Target, run_stretch
+
+    streams_token_ids = functools.cache(streams_token_ids)   # a server's answer, not a stretch's: asked once a sweep
 
     def run(targets, load, *, concurrency, repetition, around=None) -> dict[str, CellStatus]:
         out, live, auth = {}, [], {}

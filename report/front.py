@@ -193,9 +193,7 @@ def ratio_cell(x, lo, hi, verdict: str) -> Markup:
 
 
 def best_linear(a, g: dict) -> str | None:
-    kinds = a.kinds
-    lin = g["rows"][(g["rows"]["arm"].map(kinds) == "linear") & ~g["rows"]["arm"].map(lambda x: is_ablation(a, x))]
-    return None if lin.empty else str(lin.sort_values("throughput", ascending=False).iloc[0]["arm"])
+    return standings.best_linear(a, g["rows"])
 
 
 def rows(a, g: dict, pick: str | None) -> list[list[Markup]]:

@@ -95,6 +95,13 @@ def _read(r, inverted: bool) -> dict:
     return out
 
 
+def best_linear(a, rows: pd.DataFrame) -> str | None:
+    """Of these summary rows (one level's), the deployable linear arm with the most throughput, or None."""
+    p = a.run.profile
+    lin = rows[rows["arm"].map(lambda x: p.arm(x).kind == "linear" and not p.arm(x).ablation)] if len(rows) else rows
+    return None if lin.empty else str(lin.sort_values("throughput", ascending=False).iloc[0]["arm"])
+
+
 def graphs(a) -> dict[str, bool]:
     p = a.run.profile
     return {x.id: bool(p.cuda_graphs(x)) for x in p.arms}

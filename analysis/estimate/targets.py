@@ -46,11 +46,10 @@ def _numerators(p: Profile, t: Target) -> list[tuple[str, str]]:
 
 
 def _best_linear(a, suffix: str, c: int) -> str | None:
-    p, s = a.run.profile, a.summary
-    ids = {m.id for m in p.measured_arms() if not m.ablation and m.kind == "linear" and m.id.endswith(suffix)
-           and (suffix or "@" not in m.id)}
-    here = s[s["arm"].isin(ids) & (s["concurrency"] == c)] if len(s) else s
-    return None if here.empty else str(here.sort_values("throughput", ascending=False).iloc[0]["arm"])
+    """standings.best_linear among the arms measured under the same '@setting' suffix at C."""
+    s = a.summary
+    same = s["arm"].map(lambda x: x.endswith(suffix) and (bool(suffix) or "@" not in x)) if len(s) else s
+    return standings.best_linear(a, s[same & (s["concurrency"] == c)] if len(s) else s)
 
 
 def _reached(a, req: pd.DataFrame | None, x: str, y: str, c: int, seed: int) -> dict:
