@@ -2,7 +2,8 @@
 tables/recommendation.csv alike (docs/metrics.md, "Recommendation").
 
 An arm is eligible in a group only when its own checks let it be: no failed check that bars a recommendation for
-it there (BARRING: its outputs are lossy, a cell failed or lost requests, too few requests, commit != depth + 1),
+it there (analysis.trust.kinds: its outputs are lossy, a cell failed or lost requests, too few requests, its shape
+or counts are wrong),
 and at least MIN_PAIRS repetitions for an interval. An ablation arm (a switch held equal only for symmetry), a
 chain (DDTree with top-k 1: a check that it takes linear's steps) and, in a rate sweep, an arm that could not keep
 up with the rate offered (it served under 95% of the arrivals) are measured, never eligible. Among eligible arms
@@ -15,20 +16,13 @@ the group without a pick: nothing was compared with it.
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 
 from analysis.estimate import standings
+from analysis.trust.kinds import Kind, barring
 
 KIND_RANK = {"ar": 0, "linear": 1, "chain": 2, "tree": 3}
 MIN_PAIRS = 2
-# failed checks that take an arm out of the recommendation where they name it (a condition of the host, such as
-# drift or other work, warns and leaves it in): its outputs, its cells, its shape, and its counts (a server whose
-# τ disagrees with the client's, or whose outputs are not the lengths asked for, is miscounted or misconfigured)
-BARRING = ("lossless at T=0", "minimum requests", "cell finished", "errors <= 1%", "commit = depth + 1 (requests)",
-           "commit = depth + 1 (server log)", "server matches its arm", "tau server vs client",
-           "requested lengths honoured")
 COLUMNS = ["group", "sampling", "cuda_graphs", "concurrency", "arm", "kind", "throughput", "pairs", "eligible",
            "why_not", "beaten_by", "pick"]
 
@@ -63,12 +57,12 @@ def barred(checks: pd.DataFrame, arm: str, c: int, kind: str = "") -> list[str]:
     """The barring checks that failed for this arm at C (its own scope, its C's, or one of its cells'). AR is the
     reference of losslessness: its own outputs differing from their most frequent form is nondeterminism, which
     every arm shares, not a loss, so that check bars speculative arms only."""
-    if checks is None or checks.empty:
-        return []
-    pat = re.compile(rf"^{re.escape(arm)}(?: C={c}(?: rep \d+)?| input| output)?$")
-    failed = checks[(checks["status"] == "fail") & checks["check"].isin(BARRING)]
-    return sorted({r.check for r in failed.itertuples() if pat.match(str(r.scope))
-                   and not (kind == "ar" and r.check == "lossless at T=0")})
+    failed = barring(checks)
+    failed = failed[(failed["arm"] == arm) & failed["baseline"].isna()
+                    & (failed["concurrency"].isna() | (failed["concurrency"] == c))]
+    if kind == "ar":
+        failed = failed[failed["key"] != Kind.LOSSLESS.name]
+    return sorted(set(failed["check"]))
 
 
 def pairs(cells: pd.DataFrame, arm: str, c: int) -> int:

@@ -18,7 +18,7 @@ from analysis.read.manifest import load_manifest
 from analysis.triage import Triage
 from ddbench.core.results import ANALYSIS_RECORD, TABLES, RunDir, write_bytes_atomic, write_json_atomic
 
-SCHEMA = 1
+SCHEMA = 2
 
 # table name -> the Analysis field it holds (the run's own frames are Run fields: see RUN_TABLES)
 FIELDS = {"cells": "cells", "summary": "summary", "speedups": "speedups", "decomposition": "decomposition",

@@ -55,7 +55,11 @@ def measure(url: str, body: dict) -> dict:
         r = stream(client, body, "flag-cost")
     if r["error"] or not r["chunks"] or not r["usage"]:
         raise RuntimeError(f"{url}: request failed: {r['error'] or 'no chunks or usage in the stream'}")
-    n = r["usage"]["completion_tokens"]
+    return figures(r, r["usage"]["completion_tokens"])
+
+
+def figures(r: dict, n: int) -> dict:
+    """A stream's figures (send_ns, end_ns, chunks, as the client records them) of n output tokens."""
     e2e, ttft = formulas.e2e_s(r["send_ns"], r["end_ns"]), formulas.ttft_s(r["send_ns"], r["chunks"][0].t_ns)
     return {"tokens": n, "tok_s": float(formulas.output_rate(n, e2e)),
             "tpot_ms": 1e3 * float(formulas.tpot_s(e2e, ttft, n)), "ttft_ms": 1e3 * float(ttft)}

@@ -27,7 +27,7 @@ from pathlib import Path
 from containers import bringup, external, gpu_memory
 from containers.ready import BringUpError
 from containers.telemetry import TELEMETRY, Telemetry
-from ddbench.core import schedule
+from ddbench.core import formulas, schedule
 from ddbench.core.profile import Profile
 from ddbench.core.records import CellStatus
 from ddbench.core.results import (
@@ -53,6 +53,8 @@ CellRunner = Callable[..., CellStatus]
 # stretch(targets: [(arm, workload, url, cell_dir, request args)], load, *, concurrency, repetition)
 #   -> {arm: CellStatus}: the rounds schedule's cells of one (repetition, C), every arm's at once
 StretchRunner = Callable[..., dict[str, CellStatus]]
+# choose(todo: the stretches not yet run, each [(arm, C, repetition)], in plan order) -> (index, arms) | None
+Chooser = Callable[[list[list[schedule.Cell]]], tuple[int, list[str]] | None]
 
 
 def failed_cell(arm: str, c: int, r: int, cell_dir: Path, reason: str) -> CellStatus:
@@ -103,11 +105,12 @@ def up_together(profile: Profile, arms: list[str], run_dir: Path, **kw) -> tuple
 def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: CellRunner, *,
               command: list[str] | None = None, timeout_s: float | None = None,
               telemetry_interval_s: float = 1.0, prepare: Callable[[Path], None] | None = None,
-              gate: Callable[[int], bool] | None = None, stretch: StretchRunner | None = None) -> list[CellStatus]:
+              gate: Callable[[int], bool] | None = None, stretch: StretchRunner | None = None,
+              choose: Chooser | None = None) -> list[CellStatus]:
     """prepare(cell_dir) runs just before a cell runs or is marked failed (a resume retires the cell's
     earlier attempt there, so a sweep cut during bring-up loses no finished cell). gate(repetition) is asked
     before each cell: False ends the block there (a time budget, ddbench/core/budget.py; the block's cells run in
-    repetition order)."""
+    repetition order). choose: the rounds schedule's next stretch (ddbench/resolve.py), in place of plan order."""
     cell_dir = lambda a, c, r: Path(run_dir) / a / cell_name(c, r)  # noqa: E731
     outside = profile.backend.kind == "external"   # servers the user runs: checked, never started or stopped
     if outside:
@@ -125,7 +128,7 @@ def run_block(profile: Profile, block: schedule.Block, run_dir: Path, cell: Cell
             gate.rebase(block.cells[0][2])   # a bring-up shared by many repetitions is none's own length
         if stretch is not None:
             return run_stretches(profile, block, run_dir, servers, down, stretch, outside=outside, prepare=prepare,
-                                 gate=gate, telemetry_interval_s=telemetry_interval_s)
+                                 gate=gate, choose=choose, telemetry_interval_s=telemetry_interval_s)
         for a, c, r in block.cells:
             if gate is not None and not gate(r):
                 break
@@ -169,13 +172,15 @@ def _one_cell(profile: Profile, key: tuple[str, int, int], cell_dir: Path, serve
 
 
 def run_stretches(profile: Profile, block: schedule.Block, run_dir: Path, servers: dict, down: dict[str, str],
-                  stretch: StretchRunner, *, outside: bool, prepare=None, gate=None,
+                  stretch: StretchRunner, *, outside: bool, prepare=None, gate=None, choose: Chooser | None = None,
                   telemetry_interval_s: float = 1.0) -> list[CellStatus]:
     """The rounds schedule: each (repetition, C) of the block as one stretch over the arms that are up (one
-    telemetry record for the stretch, copied into each of its cells); an arm that is down fails its cell."""
+    telemetry record for the stretch, copied into each of its cells); an arm that is down fails its cell. With
+    choose, it says which stretch runs next and with which arms, or that none does."""
     cell_dir = lambda a, c, r: Path(run_dir) / a / cell_name(c, r)  # noqa: E731
     out = []
-    for cells in schedule.stretches(block.cells):
+    todo = schedule.stretches(block.cells)
+    while (cells := _next_stretch(todo, choose)) is not None:
         c, r = cells[0][1], cells[0][2]
         if gate is not None and not gate(r):
             break
@@ -205,6 +210,19 @@ def run_stretches(profile: Profile, block: schedule.Block, run_dir: Path, server
                 shutil.copyfile(first / TELEMETRY, cell_dir(a, c, r) / TELEMETRY)
             out.append(status)
     return out
+
+
+def _next_stretch(todo: list[list[schedule.Cell]], choose: Chooser | None) -> list[schedule.Cell] | None:
+    """The next stretch's cells, taken off todo (only the arms choose names), or None: none left, or choose ends
+    the sweep."""
+    while todo:
+        if choose is None:
+            return todo.pop(0)
+        if (pick := choose(todo)) is None:
+            return None
+        if cells := [x for x in todo.pop(pick[0]) if x[0] in pick[1]]:
+            return cells
+    return None
 
 
 def time_kernels(profile: Profile, block: schedule.Block, run_dir: Path, servers: dict, stretch: StretchRunner,
@@ -311,8 +329,8 @@ def window_throughput(d: Path) -> float:
     done = [r for r in read_records(d) if r.ok and r.usage is not None and r.end_ns]
     if not done:
         return float("nan")
-    span = (max(r.end_ns for r in done) - min(r.send_ns for r in done)) / 1e9
-    return sum(r.usage.completion_tokens for r in done) / span if span > 0 else float("nan")
+    start, stop = formulas.span([r.send_ns for r in done], [r.end_ns for r in done])
+    return formulas.throughput(sum(r.usage.completion_tokens for r in done), formulas.window_s(start, stop))
 
 
 def warmup_dir(run_dir: Path, arm: str, concurrency: int) -> Path:

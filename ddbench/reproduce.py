@@ -28,8 +28,8 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from analysis.recommend import BARRING
-from ddbench import timeplan
+from analysis.trust.kinds import barring
+from ddbench import resolve, timeplan
 from ddbench.cli import add_set_option, plan_text, set_args
 from ddbench.core import budget, schedule
 from ddbench.core.answers import gist
@@ -70,8 +70,8 @@ def outcome(run: RunDir, failed_cells: int) -> tuple[int, str | None]:
     cells = pd.read_parquet(run.path / TABLES / "cells.parquet", columns=["status"])
     if not (cells["status"] == "ok").any():
         return EXIT_NOTHING, "nothing was measured: no cell finished ok (the report lists each arm's reasons)"
-    checks = pd.read_parquet(run.path / TABLES / "checks.parquet", columns=["check", "scope", "status"])
-    barred = checks[(checks["status"] == "fail") & checks["check"].isin(BARRING)]
+    checks = pd.read_parquet(run.path / TABLES / "checks.parquet", columns=["check", "scope", "status", "bars"])
+    barred = barring(checks)
     if failed_cells or len(barred):
         named = ", ".join(dict.fromkeys(f"{x.check} ({x.scope})" for x in barred.itertuples()))
         return EXIT_NOT_CLEAN, (f"{failed_cells} cell(s) failed; {len(barred)} check(s) that bar an arm from the "
@@ -229,11 +229,13 @@ def whole_repetitions(profile: Profile, todo: list[tuple[str, int, int]]) -> lis
 
 
 def sweep(profile: Profile, run: RunDir, reps: range | None = None) -> dict | None:
-    """Run the pending cells; returns the time budget's record (ddbench/core/budget.py), None without one."""
+    """Run the pending cells; returns the time budget's record (ddbench/core/budget.py) or, under load.resolve, the
+    resolver's (ddbench/resolve.py: it has 'stopped'), None without either."""
     from containers.sweep import run_sweep
 
     todo = whole_repetitions(profile, pending_cells(profile, run, reps))
-    gate = budget.Budget(profile.load.budget_s) if profile.load.budget_s else None
+    chooser = resolve.Resolver(profile, run.path, profile.load.budget_s) if profile.load.resolve else None
+    gate = budget.Budget(profile.load.budget_s) if profile.load.budget_s and chooser is None else None
     # A repetition that runs again over cells of an earlier slice is marked until it ends: a slice cut
     # inside it would leave old and new cells side by side, and the next one must redo it whole.
     marked = _marked(run)
@@ -246,11 +248,27 @@ def sweep(profile: Profile, run: RunDir, reps: range | None = None) -> dict | No
         tokenizer = random_prompts.profile_tokenizer(profile)
         runner = make_cell_runner(progress, task, tokenizer)
         run_sweep(profile, run.path, runner, todo=todo, prepare=_unmarking(run, todo), gate=gate,
-                  stretch=make_stretch_runner(progress, task, tokenizer))
-    record = gate.record({r for _, _, r in todo}) if gate else None
-    # a repetition the budget left out keeps its mark: its old cells, if any, must not pair with new ones
-    _mark(run, _marked(run) - ({r for _, _, r in todo} - set(record["not_run"] if record else ())))
+                  stretch=make_stretch_runner(progress, task, tokenizer), choose=chooser)
+    if chooser is not None:
+        record, left = chooser.record(), {r for _, _, r in chooser.skipped}
+    else:
+        record = gate.record({r for _, _, r in todo}) if gate else None
+        left = set(record["not_run"]) if record else set()
+    # a repetition the budget or the resolver left out keeps its mark: its old cells, if any, must not pair with
+    # new ones
+    _mark(run, _marked(run) - ({r for _, _, r in todo} - left))
     return record
+
+
+def unfinished(pending: list[schedule.Cell], spent: dict | None) -> list[schedule.Cell]:
+    """The pending cells that did not finish ok, leaving out those the budget (whole repetitions) or the resolver
+    (cells, under load.resolve) chose not to run."""
+    if not spent:
+        return pending
+    if "stopped" in spent:
+        skipped = {tuple(x) for x in spent["not_run"]}
+        return [x for x in pending if x not in skipped]
+    return [x for x in pending if x[2] not in set(spent["not_run"])]
 
 
 def _unmarking(run: RunDir, todo: list[tuple[str, int, int]]):
@@ -465,8 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print("every cell is ok already: nothing to run", highlight=False)
         ran = {"budget": None} if run.manifest().get("budget") else {}
     pending = pending_cells(profile, run)
-    unrun = set(spent["not_run"]) if spent else set()
-    left = [x for x in pending if x[2] not in unrun]
+    left = unfinished(pending, spent)
     finish_run(run, interrupted=False,
                cells={"total": len(profile.cells()), "ok": len(profile.cells()) - len(pending),
                       "not_ok": len(left), "not_run": len(pending) - len(left)}, **ran)
@@ -480,8 +497,9 @@ def main(argv: list[str] | None = None) -> int:
     if left:
         console.print(f"{len(left)} cell(s) did not finish ok; the report lists them. "
                       f"Retry them with: {again} --resume {run.path}", highlight=False)
-    if unrun:
-        console.print(f"{budget.text(spent)}; run them with: {again} --resume {run.path}", highlight=False)
+    if spent and (line := budget.text(spent)):
+        console.print(line if "stopped" in spent else f"{line}; run them with: {again} --resume {run.path}",
+                      highlight=False)
     code, why = outcome(run, len(left))
     if code:
         console.print(f"exit {code}: {why}", highlight=False)

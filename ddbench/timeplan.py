@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from ddbench.core import budget, schedule
+from ddbench.core import budget, formulas, schedule
 from ddbench.core.profile import Profile
 from ddbench.core.records import CellStatus
 from ddbench.core.results import MANIFEST, STATUS, WARMUP, WARMUP_LEVEL, RunDir, read_json, read_records
@@ -65,7 +65,8 @@ def level_seconds(runs: list[Path]) -> float | None:
             done = [r for r in read_records(d) if r.end_ns]
             if done:
                 k = (run, d.parent.name.split(".", 1)[1])
-                per[k] = per.get(k, 0.0) + (max(r.end_ns for r in done) - min(r.send_ns for r in done)) / 1e9
+                per[k] = per.get(k, 0.0) + float(formulas.window_s(*formulas.span([r.send_ns for r in done],
+                                                                                   [r.end_ns for r in done])))
     return statistics.median(per.values()) if per else None
 
 
@@ -102,7 +103,15 @@ def plan(profile: Profile, root: Path) -> list[str]:
     rep = statistics.median(reps) + each
     lines.append(f"up front: {once:.0f} s of bring-up and warm-up; each repetition {rep:.0f} s with its own; "
                  f"all {n}: {once + n * rep:.0f} s ({(once + n * rep) / 60:.1f} min)")
-    if profile.load.budget_s:
+    if profile.load.resolve:
+        floor = once + budget.MIN_REPETITIONS * rep
+        goals = sum(1 for t in profile.goals() for c in profile.load.concurrency if t.at(c) is not None)
+        lines.append(f"resolve: the first {budget.MIN_REPETITIONS} repetitions about {floor:.0f} s, then stretches "
+                     f"go to the levels whose targets are open ({goals} target(s) over {len(profile.load.concurrency)} "
+                     f"level(s)) until every one is met"
+                     + (f" or {profile.load.budget_s:g} s are spent" if profile.load.budget_s else "")
+                     + f", at most {n} repetitions of each level")
+    elif profile.load.budget_s:
         fit = max(int((profile.load.budget_s - once) // rep), 0)
         ran = min(n, max(fit, budget.MIN_REPETITIONS))
         lines.append(f"budget {profile.load.budget_s:g} s: {ran} of {n} repetitions (the first "

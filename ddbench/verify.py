@@ -13,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ddbench.core import formulas
 from ddbench.core.manifest import finish_run, start_run
 from ddbench.core.profile import Profile
 from ddbench.core.results import RESULTS_ROOT, RunDir, cell_name
@@ -54,8 +55,8 @@ def throughput(cell_dir: Path) -> float | None:
     if not start or not end or end <= start:
         return None
     tokens = sum(r.usage.completion_tokens for r in read_records(cell_dir)
-                 if not r.warmup and r.ok and r.usage and r.end_ns and start <= r.end_ns <= end)
-    return tokens / ((end - start) / 1e9)
+                 if not r.warmup and r.ok and r.usage and r.end_ns and formulas.inside(r.end_ns, start, end))
+    return formulas.throughput(tokens, formulas.window_s(start, end))
 
 
 def compare(old: RunDir, new: RunDir, arms: list[str]) -> list[str]:

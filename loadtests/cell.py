@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 
+from ddbench.core import formulas
 from ddbench.core.answers import gist, refused
 from ddbench.core.cpus import pinner, usable
 from ddbench.core.profile import Load, Workload
@@ -154,13 +155,12 @@ def window(records: list[RequestRecord], mode: str) -> tuple[int | None, int | N
     if not measured:
         return None, None
     warm_ends = [r.end_ns for r in records if r.warmup and r.end_ns is not None]
+    first, last = formulas.span([r.send_ns for r in measured], [r.end_ns for r in measured])
     if mode == "open":
-        start = min(r.intended_send_ns or r.send_ns for r in measured)
+        first = min(r.intended_send_ns or r.send_ns for r in measured)
     elif warm_ends:
-        start = max(warm_ends)
-    else:
-        start = min(r.send_ns for r in measured)
-    return start, max(r.end_ns for r in measured)
+        first = max(warm_ends)
+    return first, last
 
 
 def judge(records: list[RequestRecord], load: Load, concurrency: int, rc: int, timed_out: bool,

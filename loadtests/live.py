@@ -61,7 +61,7 @@ def summary(facts: list[dict], span_s: float, users: int) -> dict:
     ok = [x for x in facts if x["ok"]]
     tokens = sum(x["tokens"] for x in ok)
     out = {"requests": len(facts), "errors": len(facts) - len(ok), "span_s": round(span_s, 3), "tokens": tokens,
-           "output_tokens_per_s": _num(tokens / span_s) if span_s > 0 else None}
+           "output_tokens_per_s": _num(f.throughput(tokens, span_s)) if span_s > 0 else None}
     out["per_user_tokens_per_s"] = (_num(out["output_tokens_per_s"] / users)
                                     if out["output_tokens_per_s"] is not None and users else None)
     series = {"ttft": [x["ttft"] for x in ok if x["ttft"] is not None],

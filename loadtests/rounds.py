@@ -36,6 +36,7 @@ from pathlib import Path
 
 import httpx
 
+from ddbench.core import formulas
 from ddbench.core.profile import Load, Workload
 from ddbench.core.prompts import load_prompt_set
 from ddbench.core.records import CellStatus, RequestRecord
@@ -165,10 +166,12 @@ def _finish(t: Target, records: list[RequestRecord], busy_ns: int, concurrency: 
     measured = [r for r in records if not r.warmup]
     errors = sum(not r.ok for r in measured)
     reason = None if measured else "no measured request completed"
+    start, stop = formulas.span([r.send_ns for r in measured], [r.end_ns for r in measured])
+    if stop != stop:   # no measured request ended: no window
+        start = stop = None
     status = CellStatus(arm=t.arm, concurrency=concurrency, repetition=repetition,
                         status="failed" if reason else "ok", reason=reason, started_unix=started, ended_unix=ended,
-                        window_start_ns=min((r.send_ns for r in measured), default=None),
-                        window_end_ns=max((r.end_ns for r in measured if r.end_ns), default=None),
+                        window_start_ns=start, window_end_ns=stop,
                         requests=len(measured), errors=errors, busy_ns=busy_ns or None)
     write_json_atomic(t.cell_dir / STATUS, status.model_dump(mode="json"))
     return status

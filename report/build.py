@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from analysis.outcome import Analysis
 from analysis.trust import stability
+from analysis.trust.kinds import Kind, of
 from ddbench.core import budget, schedule
 from ddbench.core.profile import is_random_source
 from ddbench.core.prompts import sources
@@ -158,7 +159,7 @@ def _ddtree_build(a: Analysis) -> dict | None:
     source = a.run.manifest.sglang_build
     picks = ", ".join(f"{p.get('repo', '').removeprefix('https://github.com/')}@{str(p.get('commit'))[:9]}"
                       for p in source.get("cherry_picks") or [])
-    overlay = a.checks[a.checks["check"].str.startswith("DDTree build's DFLASH")]
+    overlay = of(a.checks, Kind.OVERLAY)
     return {"source": Markup(f"{url(source.get('repo', 'not recorded'))} at commit "
                              f"\\texttt{{{breakable(source.get('commit', '?'))}}}"),
             "picks": picks or "none", "head": breakable(str(source.get("head", "not recorded"))),

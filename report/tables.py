@@ -388,7 +388,7 @@ def check_counts(df: pd.DataFrame) -> Markup:
 def checks_summary(df: pd.DataFrame) -> dict:
     """The checks appendix: per kind of check how many passed, failed or did not apply; every failure; and every
     reason a check did not apply, once, with the number of scopes it covers. Any check the analysis adds is read
-    the same way (columns check, scope, status, evidence); the full table is tables/checks.csv."""
+    the same way (its label and scope as text, status, evidence); the full table is tables/checks.csv."""
     counts = check_counts(df) if len(df) else Markup(r"\emph{(no checks)}")
     bad = df[df["status"] == "fail"] if len(df) else df
     na = df[df["status"] == "n/a"] if len(df) else df

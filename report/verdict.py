@@ -14,6 +14,7 @@ from markupsafe import Markup
 
 from analysis import agreement
 from analysis.estimate import compare, standings, stats
+from analysis.trust.kinds import COMMIT, FAIL, Kind, of
 from report import headroom, tables
 from report.summary import times
 from report.tex import ci, escape, num, with_ci
@@ -197,7 +198,8 @@ def _lossless(a) -> tuple[str, str]:
     spec = ll[ll["arm"].map(kinds) != "ar"] if len(ll) else ll
     if a.lossless_note or spec.empty:
         return "unknown", f"no lossless check ({escape(a.lossless_note or 'no speculative arm compared')})"
-    failed = a.checks[(a.checks["check"] == "lossless at T=0") & (a.checks["status"] == "fail")]
+    failed = of(a.checks, Kind.LOSSLESS)
+    failed = failed[failed["status"] == FAIL]
     if (spec["match_rate"] == 1).all() and failed.empty:
         return "pass", f"every speculative output matched ar's at T=0 ({int(spec['compared'].sum())} outputs)"
     worst = spec.sort_values("match_rate").iloc[0]
@@ -215,10 +217,10 @@ def _lossless(a) -> tuple[str, str]:
 
 
 def _commit(a) -> tuple[str, str]:
-    c = a.checks[a.checks["check"].str.startswith("commit = depth + 1")]
+    c = of(a.checks, *COMMIT)
     if c.empty:
         return "unknown", "commit $=$ depth $+1$ was not checked (the records carry no accepted depths)"
-    bad = c[c["status"] == "fail"]
+    bad = c[c["status"] == FAIL]
     if len(bad):
         return "fail", f"\\textbf{{commit $=$ depth $+1$ fails in {len(bad)} of {len(c)} checks}}"
     return "pass", f"commit $=$ depth $+1$ holds ({len(c)} check{'s' if len(c) != 1 else ''})"

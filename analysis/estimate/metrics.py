@@ -61,9 +61,8 @@ def measured_window(cell, measured: pd.DataFrame) -> tuple[float, float, str]:
     """The cell's measured window; without one in status.json, first measured send to last end."""
     if pd.notna(cell.get("window_start_ns")) and pd.notna(cell.get("window_end_ns")):
         return float(cell["window_start_ns"]), float(cell["window_end_ns"]), "status"
-    if measured.empty or measured["end_ns"].isna().all():
-        return float("nan"), float("nan"), "none"
-    return float(measured["send_ns"].min()), float(measured["end_ns"].max()), "derived"
+    start, stop = f.span(measured["send_ns"], measured["end_ns"])
+    return start, stop, "derived" if np.isfinite(stop) else "none"
 
 
 def mark_window(req: pd.DataFrame, cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -78,9 +77,7 @@ def mark_window(req: pd.DataFrame, cells: pd.DataFrame) -> tuple[pd.DataFrame, p
         r = req.iloc[idx]
         good = r[r["ok"].to_numpy(dtype=bool) & ~r["warmup"].to_numpy(dtype=bool)]
         ws, we, source = measured_window(cell, good)
-        end = r["end_ns"].to_numpy(dtype=float)
-        inside[idx] = (r["ok"].to_numpy(dtype=bool) & ~r["warmup"].to_numpy(dtype=bool)
-                       & (end >= ws) & (end <= we))
+        inside[idx] = r["ok"].to_numpy(dtype=bool) & ~r["warmup"].to_numpy(dtype=bool) & f.inside(r["end_ns"], ws, we)
         starts.append(ws)
         ends.append(we)
         sources.append(source)
@@ -163,7 +160,7 @@ def _cell(cell: dict, r: pd.DataFrame, gaps: np.ndarray, kind: str, categories, 
     measured = r[~r["warmup"].to_numpy(dtype=bool)]
     good = measured[measured["ok"].to_numpy(dtype=bool)]
     ws, we, source = cell["window_start_ns"], cell["window_end_ns"], cell["window_source"]
-    w = (we - ws) / 1e9
+    w = f.window_s(ws, we)
     if pd.notna(cell.get("busy_ns")):   # rounds: the steady windows of the arm's own units, not the shared stretch
         w, source = float(good.drop_duplicates("round")["unit_s"].sum()), "steady"
     boot = Boot(*_columns(good, categories), b, rng)
@@ -175,7 +172,7 @@ def _cell(cell: dict, r: pd.DataFrame, gaps: np.ndarray, kind: str, categories, 
            "warmup_n": int(r["warmup"].sum()), "window_s": w, "window_source": source,
            "n_window": int(good["in_window"].sum()), "tokens": tokens, "steps": steps,
            "client_cpu_max": cell.get("client_cpu_max")}
-    out["throughput"] = tokens / w if w > 0 else float("nan")
+    out["throughput"] = f.throughput(tokens, w)
     out["offered_rate"] = cell.get("offered_rate", float("nan"))
     # open loop: the rate requests arrived at in this cell (a Poisson cell of a few dozen arrivals is ~15% off
     # its nominal rate) and the rate they completed at; a server that keeps up completes them as they arrive

@@ -40,6 +40,24 @@ def table(a, req: pd.DataFrame | None = None, seed: int = 0) -> pd.DataFrame:
     return out
 
 
+def progress(run_dir, seed: int = 0) -> pd.DataFrame:
+    """table() as a rounds run stands mid-sweep (the resolver's reading, ddbench/resolve.py): from its records alone,
+    each pair's MDE from the rounds so far, open where a pair has no interval yet; best-linear by the units'
+    pooled throughput. Seconds, not the minutes of a whole analysis."""
+    from types import SimpleNamespace
+
+    from analysis.estimate import metrics
+    from analysis.read import ingest
+
+    run = ingest.load(run_dir)
+    req = metrics.per_request(run.requests, run.chunks, {a.id: a.kind for a in run.profile.arms})
+    frac, window = rounds.steady(req, run.chunks)
+    req = req.assign(steady_frac=frac, unit_s=window)
+    u = rounds.units(req).groupby(["arm", "concurrency"], as_index=False)[["tokens", "unit_s"]].sum()
+    summary = u.assign(throughput=u["tokens"] / u["unit_s"])
+    return table(SimpleNamespace(run=run, summary=summary, rounds=pd.DataFrame(), pairs=pd.DataFrame()), req, seed)
+
+
 def _numerators(p: Profile, t: Target) -> list[tuple[str, str]]:
     """The measured arms a target's arm stands for, each with its '@setting' suffix ('' with one setting)."""
     return [(m.id, m.id[len(t.arm):]) for m in p.measured_arms() if getattr(m, "base", m.id) == t.arm]

@@ -9,7 +9,6 @@ a ratio whose repetition pairs step or trend during the run (analysis.trust.stat
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,30 +18,31 @@ from analysis.read.ingest import Run, dense
 from analysis.triage import CHAIN, LOSSLESS
 from analysis.trust import stability, stationarity
 from analysis.trust.correctness import greedy_arms
+from analysis.trust.kinds import (
+    CLOCK_SPREAD,
+    FAIL,
+    LOG_ROUNDING,
+    MAX_CLIENT_CPU,
+    MAX_ERROR_RATE,
+    MIN_REQUESTS,
+    NA,
+    OUTPUT_TOLERANCE,
+    PASS,
+    RUN,
+    TAU_TOLERANCE,
+    Check,
+    Kind,
+    Scope,
+    frame,
+)
 from ddbench.core import prom
 from ddbench.core.results import FLUSH, OVERLAY_CHECK, SERVER_INFO, cell_name
 
-PASS, FAIL, NA = "pass", "fail", "n/a"
-MIN_REQUESTS = 20          # below this even a median is not printed
-MAX_ERROR_RATE = 0.01
-OUTPUT_TOLERANCE = 0.10
-MAX_CLIENT_CPU = 90.0
-TAU_TOLERANCE = 0.05
-LOG_ROUNDING = 0.011       # DDTree log averages carry two decimals each
-CLOCK_SPREAD = 0.10
 MAX_GPU_TEMP_C = 87.0
 # a check that reads what ddbench only has for servers it starts (their log, their processes, a restart)
 EXTERNAL = "external server: ddbench did not start it"
 # clock-event reasons that do not slow a busy GPU (NVML names, as containers/telemetry.py writes them)
 IDLE_REASONS = {"gpu_idle", "applications_clocks_setting", "display_clock_setting", "sync_boost"}
-
-
-@dataclass
-class Check:
-    check: str
-    scope: str
-    status: str
-    evidence: str
 
 
 def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.DataFrame | None,
@@ -60,10 +60,10 @@ def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.Da
     out += _gpu_band(band)
     out += _warmed_up(warmups)
     out += _host_quiet(host, run.profile.backend.runtime) if not _external(run) else \
-        [Check(HOST_QUIET, "run", NA, f"{EXTERNAL} (its processes cannot be told from other work on the host)")]
+        [Check(Kind.HOST_QUIET, RUN, NA, f"{EXTERNAL} (its processes cannot be told from other work on the host)")]
     tau_cols = req[["arm", "concurrency", "repetition", "ok", "completion_tokens", "spec_verify_ct"]]
     for cell in cells.to_dict("records"):
-        scope = f"{cell['arm']} C={cell['concurrency']} rep {cell['repetition']}"
+        scope = Scope(cell["arm"], int(cell["concurrency"]), int(cell["repetition"]))
         out.append(_finished(cell, scope))
         out.append(_errors(cell, scope))
         out.append(_client_cpu(cell, scope))
@@ -81,13 +81,12 @@ def run_checks(run: Run, req: pd.DataFrame, cells: pd.DataFrame, lossless: pd.Da
     out += _server_matches(run, cells)
     out += _chain_equals_linear(run, triage)
     out += _chain_steps(run)
-    df = pd.DataFrame([asdict(c) for c in out], columns=["check", "scope", "status", "evidence"])
+    df = frame(out)
     # failures first: a report must never bury them
     df["_order"] = df["status"].map({FAIL: 0, PASS: 1, NA: 2})
     return df.sort_values(["_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
 
 
-SERVER_MATCHES = "server matches its arm"
 SPEC_TAU = 1.05   # a server whose own τ exceeds AR's by this factor drafts and verifies; at or below, it does not
 # SGLang's server_info fields against an arm's shape
 SHAPE_FIELDS = (("speculative_num_draft_tokens", "block_size"), ("speculative_ddtree_budget", "tree_budget"),
@@ -153,8 +152,8 @@ def server_matches(arm, info: dict | None, taus: list[float], tokens: int | None
             _shape_fields(arm, raw, wrong, said)
     wrong += list(evidence)   # the arm's own requests against its declared block
     if not raw and not np.isfinite(tau) and not wrong:
-        return Check(SERVER_MATCHES, arm.id, NA, "; ".join(said))
-    return Check(SERVER_MATCHES, arm.id, FAIL if wrong else PASS,
+        return Check(Kind.SERVER_MATCHES, Scope(arm.id), NA, "; ".join(said))
+    return Check(Kind.SERVER_MATCHES, Scope(arm.id), FAIL if wrong else PASS,
                  "; ".join(wrong + said) if wrong else "; ".join(said) + f": consistent with a '{arm.kind}' arm")
 
 
@@ -199,8 +198,8 @@ def _external(run: Run) -> bool:
 def _profile_digest(run: Run) -> list[Check]:
     m = run.manifest.digest_matches
     if m is None:
-        return [Check("profile digest", "run", NA, "manifest has no profile_digest")]
-    return [Check("profile digest", "run", PASS if m else FAIL,
+        return [Check(Kind.PROFILE_DIGEST, RUN, NA, "manifest has no profile_digest")]
+    return [Check(Kind.PROFILE_DIGEST, RUN, PASS if m else FAIL,
                   "profile_digest is the hash of the profile in the manifest" if m else
                   f"profile_digest {run.manifest.profile_digest[:12]}… is not the hash of the profile it holds "
                   f"({run.profile.digest()[:12]}…): the manifest was edited")]
@@ -211,21 +210,21 @@ def _profile_digest(run: Run) -> list[Check]:
 def _overlay(run: Run) -> list[Check]:
     """A run on the SGLang DDTree fork: its DFLASH must take stock SGLang's verify steps (the overlay check,
     a diagnostic beside the sweep), and the build that check ran must be the build that served the run."""
-    name = "DDTree build's DFLASH = stock DFLASH (overlay check)"
+    name = Kind.OVERLAY
     if run.profile.backend.ddtree != "fork":
         return []
     path = run.path / OVERLAY_CHECK
     if not path.is_file():
         path = _same_build_check(run)
     if path is None:
-        return [Check(name, "run", FAIL, f"no {OVERLAY_CHECK}, here or in another run of this build: the build was "
+        return [Check(name, RUN, FAIL, f"no {OVERLAY_CHECK}, here or in another run of this build: the build was "
                                          "not checked against stock SGLang "
                                          "(python -m containers.h200.diagnostics overlay-check RUN_DIR)")]
     try:
         doc = json.loads(path.read_text())
         stock, fork = doc["sides"]["stock"], doc["sides"]["fork"]
     except (ValueError, KeyError, TypeError) as e:
-        return [Check(name, "run", FAIL, f"{path}: not an overlay-check record ({type(e).__name__}: {e})")]
+        return [Check(name, RUN, FAIL, f"{path}: not an overlay-check record ({type(e).__name__}: {e})")]
     key = {"metrics": "verify_steps", "spec_verify_ct": "spec_verify_ct"}.get(doc.get("steps_from"), "verify_steps")
     facts = (f"{doc.get('arm')} on {len(doc.get('prompts', {}).get('ids', []))} prompts: stock "
              f"{stock.get(key)} verify steps ({stock.get('status')}), this build {fork.get(key)} "
@@ -234,11 +233,11 @@ def _overlay(run: Run) -> list[Check]:
     served = run.manifest.sglang_build
     checked = doc.get("build") or {}
     if served.get("commit") and checked.get("commit") and served.get("head") != checked.get("head"):
-        return [Check(name, "run", FAIL, f"{facts}; but the check ran build {str(checked.get('head'))[:12]} and "
+        return [Check(name, RUN, FAIL, f"{facts}; but the check ran build {str(checked.get('head'))[:12]} and "
                                          f"the run was served by {str(served.get('head'))[:12]}")]
     if path != run.path / OVERLAY_CHECK:
         facts += f"; checked once for this build, in {path.parent.parent.relative_to(run.path.parent.parent)}"
-    return [Check(name, "run", PASS if doc.get("passed") else FAIL, facts)]
+    return [Check(name, RUN, PASS if doc.get("passed") else FAIL, facts)]
 
 
 STEPS_DIAGNOSTICS = "diagnostics/steps*.json"   # containers/h200/diagnostics.py steps writes them
@@ -248,7 +247,7 @@ def _step_diagnostics(run: Run) -> list[Check]:
     """SGLang reports no per-step depth or commit in a measured cell (the statistics cost a sync a step), so
     a run on the DDTree fork checks commit = depth + 1 of its chain and tree arms in the steps diagnostic
     beside the sweep (SGLang's per-step log lines, --speculative-ddtree-step-stats), once per arm and label."""
-    name = "commit = depth + 1 (steps diagnostic)"
+    name = Kind.COMMIT_STEPS
     if run.profile.backend.ddtree != "fork":
         return []
     seen: dict[str, list[Check]] = {}
@@ -258,22 +257,22 @@ def _step_diagnostics(run: Run) -> list[Check]:
             arms, prune, c = doc["arms"], bool(doc.get("prune")), doc.get("concurrency")
         except (ValueError, KeyError, TypeError) as e:
             seen.setdefault(path.name, []).append(
-                Check(name, "run", FAIL, f"{path.name}: not a steps record ({type(e).__name__}: {e})"))
+                Check(name, RUN, FAIL, f"{path.name}: not a steps record ({type(e).__name__}: {e})"))
             continue
         for arm, r in arms.items():
             where = f"{path.name}: {'pruned, ' if prune else ''}C={c}"
             if r.get("status") != "ok":
                 ev = f"{where}: the arm did not serve ({r.get('reason') or r.get('status')})"
-                seen.setdefault(arm, []).append(Check(name, arm, FAIL, ev))
+                seen.setdefault(arm, []).append(Check(name, Scope(arm), FAIL, ev))
                 continue
             ev = (f"{where}: {r.get('violation_count')} of {r.get('steps')} steps break it "
                   f"({r.get('batched_steps')} batched, tree nodes {_span_of(r.get('widths') or [])}, "
                   f"{r.get('requests_ok')} requests)")
-            seen.setdefault(arm, []).append(Check(name, arm, PASS if r.get("passed") else FAIL, ev))
+            seen.setdefault(arm, []).append(Check(name, Scope(arm), PASS if r.get("passed") else FAIL, ev))
     out = [c for checks in seen.values() for c in checks]
     for a in run.profile.arms:
         if a.kind in ("chain", "tree") and a.id not in seen:
-            out.append(Check(name, a.id, NA, "no steps diagnostic for this arm "
+            out.append(Check(name, Scope(a.id), NA, "no steps diagnostic for this arm "
                                              f"(python -m containers.h200.diagnostics steps RUN_DIR --arm {a.id})"))
     return out
 
@@ -305,20 +304,20 @@ def _warmed_up(warmups: pd.DataFrame | None) -> list[Check]:
         moving = g[~g["stable"].astype(bool)]
         facts = "; ".join(f"bring-up {r.bring_up}: {r.throughputs} tok/s" for r in g.itertuples())
         if len(moving):
-            out.append(Check("warm-up stable", f"{arm} C={c}", FAIL,
+            out.append(Check(Kind.WARMUP_STABLE, Scope(arm, int(c)), FAIL,
                              f"{len(moving)} of {len(g)} warm-up(s) ran out of their share of warmup_s before two "
                              f"windows agreed within {g['within_pct'].iloc[0]:g}% ({facts}): the first cells may "
                              "run on a server still speeding up"))
         else:
-            out.append(Check("warm-up stable", f"{arm} C={c}", PASS,
+            out.append(Check(Kind.WARMUP_STABLE, Scope(arm, int(c)), PASS,
                              f"stable after {', '.join(f'{x:g} s' for x in g['stable_after_s'])} ({facts})"))
     return out
 
 
 def _finished(cell, scope) -> Check:
     if cell["status"] == "ok":
-        return Check("cell finished", scope, PASS, "status.json: ok")
-    return Check("cell finished", scope, FAIL, f"status {cell['status']}: {cell.get('reason') or 'no reason given'}")
+        return Check(Kind.CELL_FINISHED, scope, PASS, "status.json: ok")
+    return Check(Kind.CELL_FINISHED, scope, FAIL, f"status {cell['status']}: {cell.get('reason') or 'no reason given'}")
 
 
 def _min_requests(cells: pd.DataFrame, minimum: int) -> list[Check]:
@@ -328,7 +327,7 @@ def _min_requests(cells: pd.DataFrame, minimum: int) -> list[Check]:
     ok = cells[cells["status"] == "ok"]
     for (arm, c), g in ok.groupby(["arm", "concurrency"], sort=False):
         n = int(g["n"].sum())
-        out.append(Check("minimum requests", f"{arm} C={c}", PASS if n >= minimum else FAIL,
+        out.append(Check(Kind.MIN_REQUESTS, Scope(arm, int(c)), PASS if n >= minimum else FAIL,
                          f"{n} measured requests completed over {len(g)} repetition(s) (minimum {minimum}; "
                          f"fewest in one cell {int(g['n'].min())})"))
     return out
@@ -336,38 +335,35 @@ def _min_requests(cells: pd.DataFrame, minimum: int) -> list[Check]:
 
 def _drift(speedups: pd.DataFrame | None, drift: dict | None) -> Check:
     """Fails when what the run's drift could add to some compared ratio reaches the smallest effect claimed."""
-    name = "drift below the smallest effect claimed"
+    name = Kind.DRIFT
     if drift is None or not np.isfinite(drift.get("slope_lo", np.nan)):
-        return Check(name, "run", NA, "drift not estimable: no (arm, C) has two repetitions that finished ok")
+        return Check(name, RUN, NA, "drift not estimable: no (arm, C) has two repetitions that finished ok")
     if not stability.estimable(drift):
-        return Check(name, "run", NA, f"the repeated cells span {drift['span_s']:.0f} s: too short to estimate a "
+        return Check(name, RUN, NA, f"the repeated cells span {drift['span_s']:.0f} s: too short to estimate a "
                                       f"drift (minimum {stability.DRIFT_MIN_SPAN_S} s)")
     rate, lo, hi = (stability.over_run(drift, k) for k in ("slope", "slope_lo", "slope_hi"))
     facts = (f"drift {rate:+.2f}% over the run's {drift['span_s'] / 60:.1f} min (95% CI {lo:+.2f} to {hi:+.2f}) "
              f"from {drift['cells']} cells")
     if speedups is None or speedups.empty or "drift_bias" not in speedups:
-        return Check(name, "run", NA, facts + "; no ratio compared")
+        return Check(name, RUN, NA, facts + "; no ratio compared")
     bias = speedups["drift_bias"].astype(float)
     worst = speedups.loc[bias.idxmax()] if bias.notna().any() else None
     claimed = speedups[speedups["verdict"].isin(["faster", "slower"])]
     if worst is None:
-        return Check(name, "run", NA, facts + "; no ratio has paired cells with times")
+        return Check(name, RUN, NA, facts + "; no ratio has paired cells with times")
     # cells that ran far apart (arm by arm) turn even a poorly known drift rate into a huge bound
     bound = f"{100 * worst['drift_bias']:.2f}%" if worst["drift_bias"] < 1 else "more than 100%"
     where = (f"up to {bound} on {worst['arm']}/{worst['baseline']} at C={worst['concurrency']}, whose paired cells "
              f"ran {abs(worst['dt_mean_s']):.0f} s apart on average")
     if claimed.empty:
-        return Check(name, "run", PASS, f"{facts}; it could move a ratio {where}; no ratio claims an effect")
+        return Check(name, RUN, PASS, f"{facts}; it could move a ratio {where}; no ratio claims an effect")
     effect = np.abs(np.log(claimed["speedup"].astype(float)))
     small = claimed.loc[effect.idxmin()]
     smallest = 100 * (np.exp(effect.min()) - 1)
     ok = np.log1p(worst["drift_bias"]) < effect.min()
-    return Check(name, "run", PASS if ok else FAIL,
+    return Check(name, RUN, PASS if ok else FAIL,
                  f"{facts}; it could move a ratio {where}; the smallest effect claimed is {smallest:.2f}% "
                  f"({small['arm']}/{small['baseline']} at C={small['concurrency']})")
-
-
-STATIONARY = "ratio stationary over the run"
 
 
 def _stationary(table: pd.DataFrame | None) -> list[Check]:
@@ -377,9 +373,9 @@ def _stationary(table: pd.DataFrame | None) -> list[Check]:
         return []
     out = []
     for r in table.to_dict("records"):
-        scope = f"{r['arm']}/{r['baseline']} C={r['concurrency']}"
+        scope = Scope(r["arm"], int(r["concurrency"]), baseline=r["baseline"])
         if r["note"] or not np.isfinite(r["shift"]):
-            out.append(Check(STATIONARY, scope, NA, r["note"] or "no shift estimable"))
+            out.append(Check(Kind.STATIONARY, scope, NA, r["note"] or "no shift estimable"))
             continue
         moved, still = (r["arm"], r["baseline"]) if r["moved"] == r["arm"] else (r["baseline"], r["arm"])
         own = {r["arm"]: r["arm_shift"], r["baseline"]: r["baseline_shift"]}
@@ -394,23 +390,23 @@ def _stationary(table: pd.DataFrame | None) -> list[Check]:
                 + (f" (every arm's median {100 * common:+.1f}%)" if common is not None and np.isfinite(common)
                    else ""))
         if stationarity.shifted(r):
-            out.append(Check(STATIONARY, scope, FAIL, f"{moved} moved: the ratio shifted {shift}, beyond its MDE "
+            out.append(Check(Kind.STATIONARY, scope, FAIL, f"{moved} moved: the ratio shifted {shift}, beyond its MDE "
                                                       f"{100 * r['mde']:.1f}% and beyond noise ({tests}); {arms}"))
         else:
             size = "larger than" if beyond else "within"
             why = " but within noise" if beyond else ""
-            out.append(Check(STATIONARY, scope, PASS, f"shift {shift}, {size} its MDE {100 * r['mde']:.1f}%{why} "
+            out.append(Check(Kind.STATIONARY, scope, PASS, f"shift {shift}, {size} its MDE {100 * r['mde']:.1f}%{why} "
                                                       f"({tests}); {arms}"))
     return out
 
 
 def _gpu_band(band: pd.DataFrame | None) -> list[Check]:
-    name = "GPU clock and power inside the run's band"
+    name = Kind.GPU_BAND
     if band is None or band.empty:
-        return [Check(name, "run", NA, "no GPU samples")]
+        return [Check(name, RUN, NA, "no GPU samples")]
     out = []
     for r in band.itertuples():
-        scope = f"{r.arm} C={r.concurrency} rep {r.repetition}"
+        scope = Scope(r.arm, int(r.concurrency), int(r.repetition))
         ev = (f"median SM clock {r.sm_clock_mhz:.0f} MHz (band {r.clock_band_lo:.0f}-{r.clock_band_hi:.0f}), "
               f"mean power {r.power_w:.0f} W (band {r.power_band_lo:.0f}-{r.power_band_hi:.0f})")
         if r.outside:
@@ -421,40 +417,37 @@ def _gpu_band(band: pd.DataFrame | None) -> list[Check]:
     return out
 
 
-HOST_QUIET = "host quiet (no other work beside the sweep)"
-
-
 def _host_quiet(host: pd.DataFrame | None, runtime: str = "local") -> list[Check]:
     """One line for the run: the cells during which other work took CPU on the host, with what they touch."""
-    name = HOST_QUIET
+    name = Kind.HOST_QUIET
     why = stability.host_unmeasured(runtime, host)
     if why:
-        return [Check(name, "run", NA, f"no foreign-CPU figures: {why}")]
+        return [Check(name, RUN, NA, f"no foreign-CPU figures: {why}")]
     busy = host[host["busy"].astype(bool)]
     worst = host.loc[host["foreign_cores"].idxmax()]
     facts = (f"{len(busy)} of {len(host)} cells had more than {host['limit'].max():g} core(s) of other work; "
              f"median over cells {host['foreign_cores'].median():.2f}, most {worst['foreign_cores']:.2f} "
              f"({worst['arm']} C={worst['concurrency']} rep {worst['repetition']})")
     if busy.empty:
-        return [Check(name, "run", PASS, facts)]
+        return [Check(name, RUN, PASS, facts)]
     cells = "; ".join(f"{r.arm} C={r.concurrency} rep {r.repetition} ({r.foreign_cores:.2f})"
                       for r in busy.head(6).itertuples())
-    return [Check(name, "run", FAIL, f"{facts}: {cells}{' ...' if len(busy) > 6 else ''}")]
+    return [Check(name, RUN, FAIL, f"{facts}: {cells}{' ...' if len(busy) > 6 else ''}")]
 
 
 def _errors(cell, scope) -> Check:
     rate = cell["error_rate"]
     if pd.isna(rate):
-        return Check("errors <= 1%", scope, FAIL, "no measured request was sent")
-    return Check("errors <= 1%", scope, PASS if rate <= MAX_ERROR_RATE else FAIL,
+        return Check(Kind.ERRORS, scope, FAIL, "no measured request was sent")
+    return Check(Kind.ERRORS, scope, PASS if rate <= MAX_ERROR_RATE else FAIL,
                  f"{cell['errors']} errors of {cell['n'] + cell['errors']} measured requests ({100 * rate:.1f}%)")
 
 
 def _client_cpu(cell, scope) -> Check:
     cpu = cell.get("client_cpu_max")
     if cpu is None or pd.isna(cpu):
-        return Check("client CPU < 90%", scope, NA, "status.json has no client_cpu_max")
-    return Check("client CPU < 90%", scope, PASS if cpu < MAX_CLIENT_CPU else FAIL,
+        return Check(Kind.CLIENT_CPU, scope, NA, "status.json has no client_cpu_max")
+    return Check(Kind.CLIENT_CPU, scope, PASS if cpu < MAX_CLIENT_CPU else FAIL,
                  f"peak load-generator CPU {cpu:.0f}%")
 
 
@@ -462,13 +455,13 @@ def _warmup(run: Run, cell, scope) -> Check:
     want = run.profile.load.warmup_requests * int(cell["concurrency"])
     have = int(cell["warmup_n"])
     if want == 0:
-        return Check("warmup excluded", scope, NA, "the profile asks for no warmup")
-    return Check("warmup excluded", scope, PASS if have >= want else FAIL,
+        return Check(Kind.WARMUP_EXCLUDED, scope, NA, "the profile asks for no warmup")
+    return Check(Kind.WARMUP_EXCLUDED, scope, PASS if have >= want else FAIL,
                  f"{have} warmup requests excluded from statistics (profile: {want})")
 
 
 def _tau_consistency(run: Run, req: pd.DataFrame, cell, scope, kinds) -> Check:
-    name = "tau server vs client"
+    name = Kind.TAU
     if kinds.get(cell["arm"]) == "ar":
         return Check(name, scope, NA, "ar: tau = 1 by definition")
     key = (cell["arm"], cell["concurrency"], cell["repetition"])
@@ -553,7 +546,7 @@ def _measured_tau(run: Run, arm: str, c: int, verify_calls: dict[int, float]) ->
 
 
 def _clean_start(run: Run, cells: pd.DataFrame, cell, scope) -> Check:
-    name = "cache flushed or server restarted"
+    name = Kind.CLEAN_START
     if _external(run):   # no server log of ours: what the server answered when asked to flush
         return _flush_answer(run, cell, scope, name)
     # the server's own lines (a flush or a start lies between cells, so it keeps the server's arm id), and the
@@ -589,7 +582,7 @@ def _flush_answer(run: Run, cell, scope, name: str) -> Check:
 
 
 def _gpu_stable(run: Run, cell, scope) -> Check:
-    name = "GPU clocks and temperature stable"
+    name = Kind.GPU_STABLE
     t = run.telemetry
     if t.empty or "source" not in t:
         return Check(name, scope, NA, "no telemetry.jsonl")
@@ -632,16 +625,16 @@ def _output_length(run: Run, cells: pd.DataFrame) -> list[Check]:
         # ar under the same sampling: output length is a property of the setting too, when EOS is honoured
         ar = [a.id for a in p.arms if a.kind == "ar" and p.sampling_for(a.id) == p.sampling_for(arm.id)]
         for c in run.profile.load.concurrency:
-            scope = f"{arm.id} C={c}"
+            scope = Scope(arm.id, int(c))
             mine = ok[(ok["arm"] == arm.id) & (ok["concurrency"] == c)]
             base = ok[(ok["arm"].isin(ar)) & (ok["concurrency"] == c)]
             if mine.empty or base.empty:
-                out.append(Check("output length within 10% of ar", scope, NA, "no finished cell to compare"))
+                out.append(Check(Kind.OUTPUT_LENGTH, scope, NA, "no finished cell to compare"))
                 continue
             x = np.average(mine["output_tokens_mean"], weights=mine["n"])
             y = np.average(base["output_tokens_mean"], weights=base["n"])
             rel = (x - y) / y
-            out.append(Check("output length within 10% of ar", scope, PASS if abs(rel) <= OUTPUT_TOLERANCE else FAIL,
+            out.append(Check(Kind.OUTPUT_LENGTH, scope, PASS if abs(rel) <= OUTPUT_TOLERANCE else FAIL,
                              f"mean {x:.1f} tokens vs ar {y:.1f} ({100 * rel:+.1f}%)"))
     return out
 
@@ -649,7 +642,7 @@ def _output_length(run: Run, cells: pd.DataFrame) -> list[Check]:
 def _requested_lengths(req: pd.DataFrame) -> list[Check]:
     """Where the workload drew each request's lengths (workload.input / output), the server's usage must
     report them exactly: a miss means the distribution in the report is not what was measured."""
-    name, out = "requested lengths honoured", []
+    name, out = Kind.REQUESTED_LENGTHS, []
     ok = req[req["ok"].astype(bool)] if "ok" in req else req
     for target, got, what in (("target_output_tokens", "completion_tokens", "output"),
                               ("target_input_tokens", "prompt_tokens", "input")):
@@ -662,7 +655,7 @@ def _requested_lengths(req: pd.DataFrame) -> list[Check]:
             if not miss.empty:
                 r = miss.iloc[0]
                 facts += f"; e.g. request {r['request_id']}: {r[got]} for {int(r[target])}"
-            out.append(Check(name, f"{arm} {what}", PASS if miss.empty else FAIL, facts))
+            out.append(Check(name, Scope(arm, part=what), PASS if miss.empty else FAIL, facts))
     return out
 
 
@@ -693,7 +686,7 @@ def commit_violations(req: pd.DataFrame, arm: str) -> tuple[int, int, list[str],
 
 
 def _commit_requests(req: pd.DataFrame, arm: str) -> Check:
-    name, scope = "commit = depth + 1 (requests)", arm
+    name, scope = Kind.COMMIT_REQUESTS, Scope(arm)
     n, nbad, bad, source = commit_violations(req, arm)
     if n == 0:
         return Check(name, scope, NA, "requests carry no spec_accepted_depth_histogram beside a commit-length "
@@ -705,7 +698,7 @@ def _commit_requests(req: pd.DataFrame, arm: str) -> Check:
 
 
 def _commit_log(run: Run, arm: str) -> Check:
-    name, scope = "commit = depth + 1 (server log)", arm
+    name, scope = Kind.COMMIT_LOG, Scope(arm)
     if _external(run):
         return Check(name, scope, NA, f"{EXTERNAL}: its log is not in the run")
     d = run.log[(run.log["arm"] == arm) & (run.log["kind"] == "ddtree")]
@@ -723,7 +716,7 @@ def _commit_log(run: Run, arm: str) -> Check:
 
 
 def _histograms(req: pd.DataFrame, arm: str) -> Check:
-    name, scope = "spec histograms sum to verify steps", arm
+    name, scope = Kind.HISTOGRAMS, Scope(arm)
     cols = ["request_id", "spec_verify_ct", "spec_num_correct_drafts", "spec_correct_drafts_histogram"]
     r = req[cols][(req["arm"] == arm) & req["ok"]]
     hist, present = dense(r["spec_correct_drafts_histogram"])
@@ -742,21 +735,21 @@ def _lossless(run: Run, table: pd.DataFrame | None, triage=None) -> list[Check]:
     """fp32 must match ar exactly; other dtypes pass when every divergence is a numerical tie
     (analysis.triage), and are n/a when the triage could not run."""
     if table is None or table.empty:
-        return [Check("lossless at T=0", "run", NA, "not applicable (see Correctness)")]
+        return [Check(Kind.LOSSLESS, RUN, NA, "not applicable (see Correctness)")]
     exact_required = run.profile.runtime.dtype == "float32"
     out = []
     for row in table.itertuples():
         ev = f"{row.exact} of {row.compared} outputs equal ar's ({100 * row.match_rate:.1f}%)"
         if row.match_rate == 1:
-            out.append(Check("lossless at T=0", row.arm, PASS, ev))
+            out.append(Check(Kind.LOSSLESS, Scope(row.arm), PASS, ev))
         elif exact_required:
-            out.append(Check("lossless at T=0", row.arm, FAIL, ev + "; float32 must match exactly"))
+            out.append(Check(Kind.LOSSLESS, Scope(row.arm), FAIL, ev + "; float32 must match exactly"))
         elif (judged := triage.verdict(LOSSLESS, row.arm) if triage is not None else None) is not None:
-            out.append(Check("lossless at T=0", row.arm, PASS if judged[0] else FAIL,
+            out.append(Check(Kind.LOSSLESS, Scope(row.arm), PASS if judged[0] else FAIL,
                              f"{judged[1]}; {run.profile.runtime.dtype}: numerical ties allowed"))
         else:
             why = f"; not triaged: {triage.note}" if triage is not None and triage.note else ""
-            out.append(Check("lossless at T=0", row.arm, NA,
+            out.append(Check(Kind.LOSSLESS, Scope(row.arm), NA,
                              ev + f"; {run.profile.runtime.dtype} numerics: rate reported, exact match not required"
                              + why))
     return out
@@ -765,22 +758,22 @@ def _lossless(run: Run, table: pd.DataFrame | None, triage=None) -> list[Check]:
 def _chain_equals_linear(run: Run, triage) -> list[Check]:
     """A chain arm's T=0 outputs against the linear arm of its block size (analysis.triage pairs them),
     whichever engine served: fp32 exactly, other dtypes up to numerical ties."""
-    name, chains = "chain equals linear at T=0", [a.id for a in greedy_arms(run.profile) if a.kind == "chain"]
+    name, chains = Kind.CHAIN_EQUALS_LINEAR, [a.id for a in greedy_arms(run.profile) if a.kind == "chain"]
     out = []
     for arm in chains:
         r = triage.row(CHAIN, arm) if triage is not None and triage.note is None else None
         if r is None:
             why = triage.note if triage is not None and triage.note else "no linear arm of its block size, or no output"
-            out.append(Check(name, arm, NA, why))
+            out.append(Check(name, Scope(arm), NA, why))
         elif r["identical"] == r["compared"]:
-            out.append(Check(name, arm, PASS, f"all {r['compared']} outputs equal {r['reference']}'s"))
+            out.append(Check(name, Scope(arm), PASS, f"all {r['compared']} outputs equal {r['reference']}'s"))
         elif run.profile.runtime.dtype == "float32":
-            out.append(Check(name, arm, FAIL, f"{r['compared'] - r['identical']} of {r['compared']} outputs differ "
-                                              f"from {r['reference']}'s; float32 must match exactly"))
+            out.append(Check(name, Scope(arm), FAIL, f"{r['compared'] - r['identical']} of {r['compared']} outputs "
+                                                     f"differ from {r['reference']}'s; float32 must match exactly"))
         else:
             ok, ev = triage.verdict(CHAIN, arm)
-            out.append(Check(name, arm, PASS if ok else FAIL, f"{ev}; {run.profile.runtime.dtype}: numerical ties "
-                                                             f"allowed"))
+            out.append(Check(name, Scope(arm), PASS if ok else FAIL,
+                             f"{ev}; {run.profile.runtime.dtype}: numerical ties allowed"))
     return out
 
 
@@ -790,7 +783,7 @@ def _chain_steps(run: Run) -> list[Check]:
     sequence of content chunks; a divergent output is left to 'chain equals linear at T=0' (its triage)."""
     from analysis.triage import pairs
 
-    name, out = "chain takes linear's verify steps", []
+    name, out = Kind.CHAIN_STEPS, []
     req, chunks = run.requests, run.chunks
     for comparison, arm, ref in pairs(run.profile):
         if comparison != CHAIN:
@@ -802,7 +795,7 @@ def _chain_steps(run: Run) -> list[Check]:
                  for a, g in rows.groupby("arm", observed=True)}
         both = sorted(set(sides.get(arm, {})) & set(sides.get(ref, {})))
         if not both:
-            out.append(Check(name, arm, NA, f"no C=1 request of both {arm} and {ref}"))
+            out.append(Check(name, Scope(arm), NA, f"no C=1 request of both {arm} and {ref}"))
             continue
         same_text = [k for k in both if sides[arm][k][0] == sides[ref][k][0]]
         differ = [k for k in same_text if sides[arm][k][1] != sides[ref][k][1]]
@@ -812,12 +805,12 @@ def _chain_steps(run: Run) -> list[Check]:
             rep_, prompt = differ[0]
             a, b = sides[arm][differ[0]][1], sides[ref][differ[0]][1]
             step = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-            out.append(Check(name, arm, FAIL, f"{len(differ)} of {len(same_text)} requests with {ref}'s output take "
-                                              f"other steps; first: prompt {prompt} rep {rep_}, step {step} "
-                                              f"({len(a)} chunks against {len(b)}){tail}"))
+            out.append(Check(name, Scope(arm), FAIL, f"{len(differ)} of {len(same_text)} requests with {ref}'s output "
+                                                     f"take other steps; first: prompt {prompt} rep {rep_}, step "
+                                                     f"{step} ({len(a)} chunks against {len(b)}){tail}"))
         elif not same_text:
-            out.append(Check(name, arm, NA, f"every one of {len(both)} outputs diverged from {ref}'s{tail}"))
+            out.append(Check(name, Scope(arm), NA, f"every one of {len(both)} outputs diverged from {ref}'s{tail}"))
         else:
-            out.append(Check(name, arm, PASS, f"all {len(same_text)} C=1 requests with {ref}'s output take its "
+            out.append(Check(name, Scope(arm), PASS, f"all {len(same_text)} C=1 requests with {ref}'s output take its "
                                               f"verify steps (chunk by chunk){tail}"))
     return out

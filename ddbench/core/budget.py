@@ -59,7 +59,14 @@ def _lengths(starts: list[float]) -> list[float]:
 
 
 def text(record: dict | None) -> str:
-    """One clause for a reader of the run, or '' when the budget stopped nothing."""
+    """One clause for a reader of the run, or '' when the budget stopped nothing; under load.resolve (a record
+    with 'stopped', ddbench/resolve.py), how many stretches went where a target was open, and why the sweep
+    stopped."""
+    if record and "stopped" in record:
+        n, left = len(record.get("stretches") or []), len(record.get("not_run") or [])
+        return (f"after the first {MIN_REPETITIONS} repetitions, {n} stretch(es) went where a target was open "
+                f"(load.resolve); the sweep stopped: {record['stopped']}"
+                + (f", leaving {left} planned cell(s) not run" if left else ""))
     if not record or not record.get("not_run"):
         return ""
     ran = len(record["ran"])

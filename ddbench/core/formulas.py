@@ -1,6 +1,7 @@
-"""The per-request formulas of docs/metrics.md and the percentile rule, once, for every stage that needs them:
-analysis (whole runs, analysis/estimate/metrics.py) and the live web UI (loadtests/live.py) compute TTFT, TPOT,
-chunk gaps, output rate and τ here. Inputs are raw timings in perf_counter_ns; arrays or scalars."""
+"""The formulas of docs/metrics.md and the percentile rule, once, for every stage that needs them: per request
+(TTFT, TPOT, chunk gaps, output rate, τ) and per window (which requests it counts, its throughput). Analysis
+(analysis/estimate/metrics.py), the load generator's cells and rounds, the warm-up, `ddbench verify`, the live web
+UI and the experiments compute them here. Inputs are raw timings in perf_counter_ns; arrays or scalars."""
 
 from __future__ import annotations
 
@@ -37,6 +38,34 @@ def tau(tokens, steps):
     """Tokens per verify step (Σ tokens / Σ steps when summed first); NaN without steps."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(np.asarray(steps, dtype=float) > 0, np.asarray(tokens, dtype=float) / steps, np.nan)
+
+
+def span(send_ns, end_ns) -> tuple:
+    """First send to last end of some requests: the window of a cell without one of its own (a warm-up window, a
+    stretch of rounds, a cell whose status.json has none). Missing ends (None, NaN) are left out, and integer
+    timings stay integers (a float loses nanoseconds past 2**53); (nan, nan) where no request ended."""
+    ends = [e for e in end_ns if e is not None and e == e]
+    if not ends:
+        return float("nan"), float("nan")
+    return min(s for s in send_ns if s is not None and s == s), max(ends)
+
+
+def inside(end_ns, start_ns: float, stop_ns: float) -> np.ndarray:
+    """The requests a window counts: those that ended inside it, its edges included."""
+    end = np.asarray(end_ns, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return (end >= start_ns) & (end <= stop_ns)
+
+
+def window_s(start_ns, stop_ns):
+    """A window's length in seconds."""
+    return (np.asarray(stop_ns, dtype=float) - np.asarray(start_ns, dtype=float)) / 1e9
+
+
+def throughput(tokens: float, seconds: float) -> float:
+    """Aggregate output tokens per second: the tokens of the requests a window counts (inside) over its length;
+    NaN for an empty or missing window."""
+    return float(tokens) / seconds if seconds > 0 else float("nan")
 
 
 def gaps_s(t_ns) -> np.ndarray:

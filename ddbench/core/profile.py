@@ -13,7 +13,7 @@ import os
 import random
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -538,6 +538,13 @@ class Load(Strict):
         description="wall-clock seconds for the sweep, bring-ups included: a repetition starts only while the "
                     "longest one so far would end inside it, and the first 3 always run (ddbench/core/budget.py); "
                     "the rest are left for --resume, and the manifest and report say so")
+    # a run control like budget_s: left out of the digest, and of the dump when off
+    resolve: bool = Field(
+        False, exclude_if=lambda v: not v,
+        description="schedule 'rounds': after the first 3 repetitions of every level, each next stretch goes to "
+                    "the level whose targets (Profile.targets) are furthest from met, with the arms they compare; "
+                    "the sweep ends when every target is met, the planned repetitions run out, or the next "
+                    "stretch would end past budget_s (ddbench/resolve.py)")
     seed: int = Field(0, description="the load generator's seed: prompt order, arrivals, T>0 request seeds")
     # left out of the dump when on, so that runs recorded before the field existed keep their digests
     flush_cache: bool = Field(
@@ -825,12 +832,14 @@ class Profile(Strict):
 
     def digest(self) -> str:
         """The experiment's identity: every condition of its cells (a run control such as load.budget_s is none)."""
-        blob = json.dumps(self.model_dump(mode="json", exclude={"load": {"budget_s"}, "slo": True, "targets": True}),
-                          sort_keys=True).encode()
+        controls: dict[str, Any] = {"load": {"budget_s", "resolve"}, "slo": True, "targets": True}
+        blob = json.dumps(self.model_dump(mode="json", exclude=controls), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
 
 
 def _check_targets(p: Profile) -> None:
+    if p.load.resolve and p.load.schedule != "rounds":
+        raise ValueError("load.resolve: chooses the rounds schedule's stretches; set load.schedule: rounds")
     ids = {a.id for a in p.arms}
     for i, t in enumerate(p.targets or []):
         for name in ("arm", "baseline"):

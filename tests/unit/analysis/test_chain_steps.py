@@ -56,7 +56,7 @@ def records(chain=None, linear=None):
 
 def check(tmp_path, recs, **kw):
     [c] = _chain_steps(write_run(tmp_path, recs, **kw))
-    assert (c.check, c.scope) == (NAME, "chain-b4")
+    assert (c.kind.label, str(c.scope)) == (NAME, "chain-b4")
     return c
 
 

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from analysis import recommend
+from analysis.trust.kinds import FAIL, RUN, Check, Kind, Scope, frame
 from ddbench.core.profile import Profile
 from report import front
 
@@ -16,7 +17,7 @@ ARMS = [{"id": "ar", "kind": "ar"}, {"id": "linear-b16", "kind": "linear", "bloc
 
 def run(throughput: dict, ratios: list, failed=(), reps=None, arms=ARMS):
     """A stand-in analysis at C=1: throughput per arm, ratios as (arm, baseline, r, lo, hi), failed checks as
-    (check, scope), ok repetitions per arm (4 each unless given)."""
+    (Kind, Scope), ok repetitions per arm (4 each unless given)."""
     p = Profile.model_validate({
         "name": "hand", "backend": {"kind": "refengine"}, "models": {"target": "t", "drafter": "d"}, "arms": arms,
         "workload": {"prompt_set": "p.jsonl", "max_tokens": 8}, "load": {"concurrency": [1], "requests_per_user": 2}})
@@ -24,8 +25,7 @@ def run(throughput: dict, ratios: list, failed=(), reps=None, arms=ARMS):
     summary = pd.DataFrame([{"arm": a, "concurrency": 1, "throughput": t} for a, t in throughput.items()])
     cells = pd.DataFrame([{"arm": a, "concurrency": 1, "repetition": r, "status": "ok"}
                           for a in throughput for r in range(1, reps.get(a, 4) + 1)])
-    checks = pd.DataFrame([{"check": c, "scope": s, "status": "fail", "evidence": "planted"} for c, s in failed],
-                          columns=["check", "scope", "status", "evidence"])
+    checks = frame([Check(k, s, FAIL, "planted") for k, s in failed])
     speedups = pd.DataFrame([{"arm": x, "baseline": y, "baseline_kind": p.arm(y).kind, "concurrency": 1,
                               "speedup": r, "speedup_lo": lo, "speedup_hi": hi, "pairs": 4, "sign_p": 0.1,
                               "mde": 0.05, "n_to_resolve": None, "ablation": False,
@@ -50,7 +50,7 @@ def test_a_lossy_fastest_arm_is_passed_over_saying_why():
     a = run({"ar": 100, "linear-b16": 200, "tree-b15-k8": 230},
             [("linear-b16", "ar", 2.0, 1.9, 2.1), ("tree-b15-k8", "ar", 2.3, 2.2, 2.4),
              ("tree-b15-k8", "linear-b16", 1.15, 1.10, 1.20)],
-            failed=[("lossless at T=0", "tree-b15-k8")])
+            failed=[(Kind.LOSSLESS, Scope("tree-b15-k8"))])
     assert picked(a) == ["linear-b16"]
     s = sentence(a)
     assert "deploy linear-b16" in s and "tree-b15-k8 is 1.15" in s
@@ -61,7 +61,7 @@ def test_ar_differing_from_itself_is_nondeterminism_not_a_loss():
     a = run({"ar": 300, "linear-b16": 200, "tree-b15-k8": 230},
             [("linear-b16", "ar", 0.66, 0.6, 0.7), ("tree-b15-k8", "ar", 0.77, 0.7, 0.8),
              ("tree-b15-k8", "linear-b16", 1.15, 1.10, 1.20)],
-            failed=[("lossless at T=0", "ar"), ("lossless at T=0", "linear-b16")])
+            failed=[(Kind.LOSSLESS, Scope("ar")), (Kind.LOSSLESS, Scope("linear-b16"))])
     assert picked(a) == ["ar"]
     assert a.recommendation.set_index("arm").loc["linear-b16", "why_not"] == "failed: lossless at T=0"
 
@@ -70,15 +70,18 @@ def test_a_failed_cell_or_too_few_requests_at_this_c_bars_the_arm_there():
     a = run({"ar": 100, "linear-b16": 200, "tree-b15-k8": 230},
             [("linear-b16", "ar", 2.0, 1.9, 2.1), ("tree-b15-k8", "ar", 2.3, 2.2, 2.4),
              ("tree-b15-k8", "linear-b16", 1.15, 1.10, 1.20)],
-            failed=[("minimum requests", "tree-b15-k8 C=1"), ("cell finished", "linear-b16 C=1 rep 3"),
-                    ("host quiet (no other work beside the sweep)", "run")])   # a condition: warns only
+            failed=[(Kind.MIN_REQUESTS, Scope("tree-b15-k8", 1)), (Kind.CELL_FINISHED, Scope("linear-b16", 1, 3)),
+                    (Kind.HOST_QUIET, RUN)])   # a condition: warns only
     assert picked(a) == ["ar"]
     rec = a.recommendation.set_index("arm")
     assert rec.loc["tree-b15-k8", "why_not"] == "failed: minimum requests"
     assert rec.loc["ar", "beaten_by"] == ""        # the arms that beat it are not eligible
     # a check at another C, or of another arm whose id starts alike, bars nothing here
-    assert recommend.barred(a.checks.assign(scope="tree-b15-k8 C=16"), "tree-b15-k8", 1) == []
-    assert recommend.barred(a.checks.assign(scope="tree-b15-k8-eager"), "tree-b15-k8", 1) == []
+    assert recommend.barred(a.checks.assign(concurrency=16), "tree-b15-k8", 1) == []
+    assert recommend.barred(a.checks.assign(arm="tree-b15-k8-eager"), "tree-b15-k8", 1) == []
+    # what bars is the kind's field, never its printed label
+    assert recommend.barred(a.checks.assign(check="renamed"), "tree-b15-k8", 1) == ["renamed"]
+    assert recommend.barred(a.checks.assign(bars=False), "tree-b15-k8", 1) == []
 
 
 def test_a_non_transitive_triple_cannot_pick_an_arm_that_another_beats():
@@ -118,11 +121,11 @@ def test_a_miscounted_arm_is_barred_by_its_counts():
     """Half its completion tokens lost: the server's τ and the client's part, the drawn lengths are missed."""
     ratios = [("linear-b16", "ar", 2.0, 1.9, 2.1), ("tree-b15-k8", "ar", 2.3, 2.2, 2.4),
               ("tree-b15-k8", "linear-b16", 1.15, 1.10, 1.20)]
-    for check, scope in (("tau server vs client", "tree-b15-k8 C=1 rep 2"),
-                         ("requested lengths honoured", "tree-b15-k8 output")):
-        a = run({"ar": 100, "linear-b16": 200, "tree-b15-k8": 230}, ratios, failed=[(check, scope)])
-        assert picked(a) == ["linear-b16"], check
-        assert f"but failed: {check}: not recommended" in sentence(a)
+    for kind, scope in ((Kind.TAU, Scope("tree-b15-k8", 1, 2)),
+                        (Kind.REQUESTED_LENGTHS, Scope("tree-b15-k8", part="output"))):
+        a = run({"ar": 100, "linear-b16": 200, "tree-b15-k8": 230}, ratios, failed=[(kind, scope)])
+        assert picked(a) == ["linear-b16"], kind
+        assert f"but failed: {kind.label}: not recommended" in sentence(a)
 
 
 def test_a_chain_is_a_check_never_the_pick():
@@ -131,7 +134,7 @@ def test_a_chain_is_a_check_never_the_pick():
     a = run({"ar": 100, "linear-b16": 200, "chain-b15": 201},
             [("linear-b16", "ar", 2.0, 1.9, 2.1), ("chain-b15", "ar", 2.01, 1.9, 2.1),
              ("chain-b15", "linear-b16", 1.0, 0.95, 1.05)],
-            failed=[("lossless at T=0", "linear-b16")],
+            failed=[(Kind.LOSSLESS, Scope("linear-b16"))],
             arms=[*ARMS, {"id": "chain-b15", "kind": "chain", "block_size": 16}])
     rec = a.recommendation.set_index("arm")
     assert picked(a) == ["ar"]   # the only eligible arm: the chain does not stand in for a lossy linear

@@ -18,7 +18,7 @@ def test_a_request_short_of_its_length_fails_naming_it():
                    prompt_tokens=[64, 64])
     out, inp = _requested_lengths(req)
     assert out.status == FAIL and "request r1: 20 for 24" in out.evidence
-    assert inp.status == PASS and inp.scope == "ar input"
+    assert inp.status == PASS and str(inp.scope) == "ar input"
 
 
 def test_no_drawn_lengths_no_check():

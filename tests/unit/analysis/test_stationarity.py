@@ -7,7 +7,7 @@ import pytest
 from analysis.analyze import analyze
 from analysis.synth import Plan, write_run
 from analysis.trust import stationarity
-from analysis.trust.checks import STATIONARY
+from analysis.trust.kinds import Kind
 
 ARMS = [{"id": "ar", "kind": "ar"}, {"id": "linear-b16", "kind": "linear", "block_size": 16}]
 SCOPE = "linear-b16/ar C=1"
@@ -20,7 +20,7 @@ def _run(tmp_path, repetitions=8, **kw):
 
 
 def _check(a, scope=SCOPE):
-    c = a.checks[(a.checks["check"] == STATIONARY) & (a.checks["scope"] == scope)]
+    c = a.checks[(a.checks["key"] == Kind.STATIONARY.name) & (a.checks["scope"] == scope)]
     assert len(c) == 1
     return c.iloc[0]
 

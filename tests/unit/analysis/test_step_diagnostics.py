@@ -24,7 +24,7 @@ def _arm(passed=True, violations=0, status="ok"):
 
 def test_each_chain_and_tree_arm_is_judged_by_its_diagnostic(tmp_path):
     _write(tmp_path, "steps.json", {"chain-b15": _arm(), "tree-b15-k8": _arm(passed=False, violations=3)})
-    got = {c.scope: c for c in _step_diagnostics(_run(tmp_path))}
+    got = {str(c.scope): c for c in _step_diagnostics(_run(tmp_path))}
     assert got["chain-b15"].status == PASS and "0 of 100 steps" in got["chain-b15"].evidence
     assert got["tree-b15-k8"].status == FAIL and "3 of 100 steps" in got["tree-b15-k8"].evidence
     assert set(got) == {"chain-b15", "tree-b15-k8"}          # ar and linear have no tree steps
@@ -32,7 +32,7 @@ def test_each_chain_and_tree_arm_is_judged_by_its_diagnostic(tmp_path):
 
 def test_an_arm_without_a_diagnostic_is_na_saying_how_to_run_it(tmp_path):
     _write(tmp_path, "steps-prune.json", {"tree-b15-k8": _arm()}, prune=True, c=4)
-    got = {c.scope: c for c in _step_diagnostics(_run(tmp_path))}
+    got = {str(c.scope): c for c in _step_diagnostics(_run(tmp_path))}
     assert got["chain-b15"].status == NA and "--arm chain-b15" in got["chain-b15"].evidence
     assert got["tree-b15-k8"].status == PASS and "pruned, C=4" in got["tree-b15-k8"].evidence
 
@@ -41,7 +41,7 @@ def test_an_arm_that_did_not_serve_or_a_broken_record_fails(tmp_path):
     _write(tmp_path, "steps.json", {"chain-b15": _arm(status="failed")})
     (tmp_path / "diagnostics" / "steps-x.json").write_text("{not json")
     got = _step_diagnostics(_run(tmp_path))
-    assert [c.status for c in got if c.scope == "chain-b15"] == [FAIL]
+    assert [c.status for c in got if str(c.scope) == "chain-b15"] == [FAIL]
     assert any(c.status == FAIL and "steps-x.json" in c.evidence for c in got)
 
 

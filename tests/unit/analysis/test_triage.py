@@ -136,8 +136,8 @@ def test_chain_is_paired_with_the_linear_arm_of_its_block_and_graph_setting(plan
     assert (d.position, d.ref_token, d.arm_token) == (p.tie, tie[p.tie], out[p.tie])
     # the checks: bf16 passes on ties; fp32 must match exactly
     for dtype, status in (("bfloat16", checks.PASS), ("float32", checks.FAIL)):
-        got = {c.scope: c.status for c in checks._chain_equals_linear(SimpleNamespace(profile=profile(dtype, arms)),
-                                                                     t)}
+        run = SimpleNamespace(profile=profile(dtype, arms))
+        got = {str(c.scope): c.status for c in checks._chain_equals_linear(run, t)}
         assert got == {"chain-b15": checks.PASS, "chain-b15-eager": status, "chain-b31": checks.NA}
 
 
@@ -192,11 +192,11 @@ def test_lossless_check_passes_on_ties_and_lists_failures(planted, scorer):
     t = tr.triage(fake_run(profile()), req, scorer=scorer)
     table = pd.DataFrame([{"arm": "linear-b16", "compared": 1, "exact": 0, "match_rate": 0.0},
                           {"arm": "tree-b15-k8", "compared": 1, "exact": 0, "match_rate": 0.0}])
-    bf16 = {c.scope: c for c in checks._lossless(SimpleNamespace(profile=profile("bfloat16")), table, t)}
+    bf16 = {str(c.scope): c for c in checks._lossless(SimpleNamespace(profile=profile("bfloat16")), table, t)}
     assert bf16["linear-b16"].status == checks.PASS and "numerical tie" in bf16["linear-b16"].evidence
     assert bf16["tree-b15-k8"].status == checks.FAIL
     assert f"{p.prompt} token {p.clear} gap" in bf16["tree-b15-k8"].evidence
-    fp32 = {c.scope: c.status for c in checks._lossless(SimpleNamespace(profile=profile("float32")), table, t)}
+    fp32 = {str(c.scope): c.status for c in checks._lossless(SimpleNamespace(profile=profile("float32")), table, t)}
     assert fp32 == {"linear-b16": checks.FAIL, "tree-b15-k8": checks.FAIL}
 
 

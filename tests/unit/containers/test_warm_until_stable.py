@@ -51,7 +51,7 @@ def test_a_server_that_never_settles_stops_at_its_share(tmp_path):
     w = stability.warmups(tmp_path).set_index("arm")
     assert (w.loc["a", "concurrency"], w.loc["a", "bring_up"], bool(w.loc["a", "stable"])) == (4, 2, False)
     assert w.loc["a", "throughputs"] == "10.0 20.0 40.0" and bool(w.loc["b", "stable"])
-    found = {c.scope: c for c in checks._warmed_up(stability.warmups(tmp_path))}
+    found = {str(c.scope): c for c in checks._warmed_up(stability.warmups(tmp_path))}
     assert found["a C=4"].status == "fail" and "ran out of their share" in found["a C=4"].evidence
     assert found["b C=4"].status == "pass"
 

@@ -91,7 +91,7 @@ def test_a_stopped_sweep_records_what_ran_and_keeps_the_rest_pending(monkeypatch
     real = budget.Budget
     monkeypatch.setattr(budget, "Budget", lambda s: real(s, clock=clock))
 
-    def fake(profile, run_dir, cell, *, todo, prepare, gate, stretch=None):
+    def fake(profile, run_dir, cell, *, todo, prepare, gate, stretch=None, choose=None):
         for arm, c, r in todo:
             if not gate(r):
                 break

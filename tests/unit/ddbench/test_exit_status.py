@@ -4,6 +4,7 @@ measured; a condition of the host (drift) keeps 0."""
 import pandas as pd
 import pytest
 
+from analysis.trust.kinds import FAIL, PASS, RUN, Check, Kind, Scope, frame
 from ddbench import reproduce
 from ddbench.core.results import TABLES, RunDir
 
@@ -12,15 +13,15 @@ def run_with(tmp_path, statuses, checks):
     run = RunDir.create("p", root=tmp_path)
     (run.path / TABLES).mkdir(parents=True, exist_ok=True)
     pd.DataFrame({"status": statuses}).to_parquet(run.path / TABLES / "cells.parquet")
-    pd.DataFrame(checks, columns=["check", "scope", "status"]).to_parquet(run.path / TABLES / "checks.parquet")
+    frame([Check(k, s, status, "planted") for k, s, status in checks]).to_parquet(run.path / TABLES / "checks.parquet")
     return run
 
 
 @pytest.mark.parametrize("statuses, checks, failed, code", [
-    (["ok", "ok"], [("lossless at T=0", "tree", "pass"), ("drift", "run", "fail")], 0, 0),
+    (["ok", "ok"], [(Kind.LOSSLESS, Scope("tree"), PASS), (Kind.DRIFT, RUN, FAIL)], 0, 0),
     (["ok", "failed"], [], 1, reproduce.EXIT_NOT_CLEAN),
-    (["ok", "ok"], [("lossless at T=0", "tree-b15-k8", "fail")], 0, reproduce.EXIT_NOT_CLEAN),
-    (["ok", "ok"], [("server matches its arm", "ar", "fail")], 0, reproduce.EXIT_NOT_CLEAN),
+    (["ok", "ok"], [(Kind.LOSSLESS, Scope("tree-b15-k8"), FAIL)], 0, reproduce.EXIT_NOT_CLEAN),
+    (["ok", "ok"], [(Kind.SERVER_MATCHES, Scope("ar"), FAIL)], 0, reproduce.EXIT_NOT_CLEAN),
     (["failed", "failed"], [], 2, reproduce.EXIT_NOTHING),
 ])
 def test_the_exit_status_follows_the_cells_and_the_barring_checks(tmp_path, statuses, checks, failed, code):
@@ -28,7 +29,7 @@ def test_the_exit_status_follows_the_cells_and_the_barring_checks(tmp_path, stat
     assert got == code
     assert (why is None) == (code == 0)
     if checks and code == reproduce.EXIT_NOT_CLEAN:
-        assert checks[0][0] in why and checks[0][1] in why
+        assert checks[0][0].label in why and str(checks[0][1]) in why
 
 
 def test_help_states_the_exit_codes(capsys):

@@ -19,7 +19,7 @@ def _write(run, arm, c, r, status="ok"):
 def _sweep(monkeypatch, run_n_cells: int | None):
     """reproduce.sweep against a stand-in run_sweep: it runs the first n cells of its todo (all when None),
     then is cut (KeyboardInterrupt) unless it ran them all."""
-    def fake(profile, run_dir, cell, *, todo, prepare, gate=None, stretch=None):
+    def fake(profile, run_dir, cell, *, todo, prepare, gate=None, stretch=None, choose=None):
         n = len(todo) if run_n_cells is None else run_n_cells
         for arm, c, r in todo[:n]:
             d = run_dir / arm / f"c{c}-r{r}"

@@ -34,6 +34,11 @@ def test_a_rounds_plan_pays_its_bring_ups_once_and_counts_side_by_side_cells_onc
     assert "bring-ups: 3 in 1 block(s) (ar 60 s, linear-b16 60 s, tree-b15-k8 60 s)" in lines
     up_front = 3 * 60 + p.load.warmup_s
     assert f"up front: {up_front:.0f} s of bring-up and warm-up; each repetition 100 s" in " ".join(lines)
+    # the profile resolves: its first 3 repetitions, then stretches where a target is open, inside the budget
+    assert lines[-1].startswith(f"resolve: the first 3 repetitions about {up_front + 300:.0f} s, then stretches go "
+                                "to the levels whose targets are open (9 target(s) over 3 level(s)) until every one "
+                                f"is met or {p.load.budget_s:g} s are spent")
+    lines = timeplan.plan(p.model_copy(update={"load": p.load.model_copy(update={"resolve": False})}), tmp_path)
     fit = int((p.load.budget_s - up_front) // 100)
     assert lines[-1].startswith(f"budget {p.load.budget_s:g} s: {min(fit, p.load.repetitions)} of "
                                 f"{p.load.repetitions} repetitions")

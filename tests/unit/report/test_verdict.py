@@ -10,6 +10,7 @@ import pandas as pd
 
 from analysis.estimate import compare, stats
 from analysis.headroom import FILES
+from analysis.trust.kinds import FAIL, PASS, Check, Kind, Scope, frame
 from ddbench.core.profile import Profile
 from report import verdict
 from report.tex import environment
@@ -87,11 +88,9 @@ def _analysis(tmp_path, arms=ARMS, concurrency=(1, 4), headroom=False, lossless_
     (tmp_path / "tables").mkdir(exist_ok=True)
     if headroom:
         _headroom_tables(tmp_path / "tables")
-    checks = [{"check": "lossless at T=0", "scope": "tree-b15-k8", "status": "fail" if lossless_fail else "pass",
-               "evidence": ""}]
+    checks = [Check(Kind.LOSSLESS, Scope("tree-b15-k8"), FAIL if lossless_fail else PASS, "")]
     if commit:
-        checks.append({"check": "commit = depth + 1 (requests)", "scope": "tree-b15-k8", "status": "pass",
-                       "evidence": ""})
+        checks.append(Check(Kind.COMMIT_REQUESTS, Scope("tree-b15-k8"), PASS, ""))
     lossless = pd.DataFrame([{"arm": x["id"], "compared": 10, "match_rate": 0.9 if lossless_fail else 1.0}
                              for x in arms])
     counts = pd.DataFrame([{"comparison": "lossless", "arm": "tree-b15-k8", "ties": 0 if lossless_fail else 1,
@@ -99,7 +98,7 @@ def _analysis(tmp_path, arms=ARMS, concurrency=(1, 4), headroom=False, lossless_
     return SimpleNamespace(
         run=SimpleNamespace(profile=_profile(arms, concurrency), path=tmp_path), summary=_summary(),
         speedups=_speedups(), decomposition=_decomposition(), categories=_categories(), cells=pd.DataFrame(),
-        boots={}, lossless=lossless, lossless_note=None, checks=pd.DataFrame(checks),
+        boots={}, lossless=lossless, lossless_note=None, checks=frame(checks),
         triage=SimpleNamespace(counts=counts, note=None, threshold=0.19), between_runs=pd.DataFrame(),
         by_position=pd.DataFrame())
 
