@@ -83,7 +83,8 @@ class Resolver:
     def record(self) -> dict:
         """The manifest's record: each stretch run after the minimum and why, where the sweep stopped and why, and
         the planned cells it did not run."""
-        return {"budget_s": self.seconds, "stopped": self.stopped, "stretches": self.ran,
+        # a sweep that ran every stretch it was given never asked past the last
+        return {"budget_s": self.seconds, "stopped": self.stopped or PLANNED, "stretches": self.ran,
                 "not_run": [list(x) for x in self.skipped]}
 
     def _start(self, todo: list[list[Cell]], i: int, arms: list[str], gap: float | None,

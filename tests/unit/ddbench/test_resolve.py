@@ -54,6 +54,10 @@ def todo(p: Profile, first_rep: int = 1) -> list[list[schedule.Cell]]:
     return [s for s in schedule.stretches(schedule.order(p)) if s[0][2] >= first_rep]
 
 
+def test_a_sweep_that_ran_every_stretch_says_so(tmp_path):
+    assert resolve.Resolver(profile(), tmp_path, progress=progress({})).record()["stopped"] == resolve.PLANNED
+
+
 def test_the_minimum_runs_in_plan_order_with_every_arm(tmp_path):
     p = profile()
     r = resolve.Resolver(p, tmp_path, progress=lambda _: pytest.fail("no reading during the minimum"))
