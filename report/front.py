@@ -106,15 +106,23 @@ def header(a) -> list[tuple[str, Markup]]:
             ("hardware", hardware(a)),
             ("run", Markup(f"\\texttt{{{escape(a.run.path.name)}}}, profile \\texttt{{{escape(p.name)}}}")),
             ("commit", Markup(f"\\texttt{{{escape(commit)}}}")), ("date", Markup(escape(started + " UTC")))] + \
-        ([("cut short", Markup(f"\\textbf{{{escape(cut)}}}"))] if (cut := cut_short(a)) else [])
+        ([("stopped" if resolved(a) else "cut short", Markup(f"\\textbf{{{escape(cut)}}}"))]
+         if (cut := cut_short(a)) else [])
+
+
+def resolved(a) -> bool:
+    """Whether a resolver (load.resolve) chose the run's stretches: its record says why the sweep stopped."""
+    return "stopped" in ((a.run.manifest.model_extra or {}).get("budget") or {})
 
 
 def cut_short(a) -> str | None:
     """The repetitions that ran of those planned, when fewer did (a time budget's cut, a slice of device time
-    awaiting --resume); None when all ran."""
+    awaiting --resume), or how a resolver (load.resolve) spent the sweep; None when all ran as planned."""
     planned, cells = a.run.profile.load.repetitions, a.cells
     ran = int(cells.loc[cells["status"] == "ok", "repetition"].nunique()) if len(cells) else 0
     stopped = budget.text((a.run.manifest.model_extra or {}).get("budget"))
+    if resolved(a):
+        return stopped
     if ran >= planned and not stopped:
         return None
     return f"{ran} of {planned} planned repetitions ran" + (f": {stopped}" if stopped else

@@ -143,3 +143,10 @@ def test_page_one_says_when_fewer_repetitions_ran_than_planned():
                                                           "not_run": [6, 7, 8, 9, 10]}))
     assert cut.startswith("5 of 10 planned repetitions ran: the 600 s budget (load.budget_s) stopped the sweep")
     assert cut.endswith("repetition(s) 6-10 did not run")
+    # a resolver's sweep says how it spent the time and why it stopped
+    record = {"budget_s": 600, "stopped": "every target met", "stretches": [{"concurrency": 8}],
+              "not_run": [["ar", 8, 5]]}
+    assert front.resolved(analysis([1, 2, 3, 4], 10, record))
+    assert front.cut_short(analysis([1, 2, 3, 4], 10, record)) == (
+        "after the first 3 repetitions, 1 stretch(es) went where a target was open (load.resolve); the sweep "
+        "stopped: every target met, leaving 1 planned cell(s) not run")
