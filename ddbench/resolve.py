@@ -42,6 +42,7 @@ class Resolver:
         self.ran: list[dict] = []
         self.skipped: list[Cell] = []
         self.stopped: str | None = None
+        self.unread: str | None = None            # why the last reading of the run failed, if it did
         self._open: tuple[int, float] | None = None   # the stretch under way: its C and when it started
 
     def __call__(self, todo: list[list[Cell]]) -> tuple[int, list[str]] | None:
@@ -55,7 +56,11 @@ class Resolver:
         first = todo[0][0]
         if first[2] <= MIN_REPETITIONS:
             return self._start(todo, 0, [a for a, _, _ in todo[0]], None, now)
-        t = self.progress(self.run_dir)
+        try:
+            t = self.progress(self.run_dir)
+        except Exception as e:   # a reading that fails must not end a sweep: the plan's order then, as without
+            self.unread = f"{type(e).__name__}: {e}"
+            return self._start(todo, 0, [a for a, _, _ in todo[0]], None, now)
         gaps = _gaps(t)
         if not gaps:
             return self._stop(MET, todo)
@@ -85,7 +90,7 @@ class Resolver:
         the planned cells it did not run."""
         # a sweep that ran every stretch it was given never asked past the last
         return {"budget_s": self.seconds, "stopped": self.stopped or PLANNED, "stretches": self.ran,
-                "not_run": [list(x) for x in self.skipped]}
+                "not_run": [list(x) for x in self.skipped], **({"unread": self.unread} if self.unread else {})}
 
     def _start(self, todo: list[list[Cell]], i: int, arms: list[str], gap: float | None,
                now: float) -> tuple[int, list[str]]:

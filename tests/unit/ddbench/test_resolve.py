@@ -58,6 +58,16 @@ def test_a_sweep_that_ran_every_stretch_says_so(tmp_path):
     assert resolve.Resolver(profile(), tmp_path, progress=progress({})).record()["stopped"] == resolve.PLANNED
 
 
+def test_a_reading_that_fails_falls_back_to_the_plan_s_order(tmp_path):
+    def broken(_run_dir):
+        raise OSError("records.jsonl: truncated")
+    p = profile()
+    r = resolve.Resolver(p, tmp_path, progress=broken)
+    left = todo(p, first_rep=budget.MIN_REPETITIONS + 1)
+    assert r(left) == (0, [a for a, _, _ in left[0]])
+    assert r.record()["unread"] == "OSError: records.jsonl: truncated"
+
+
 def test_the_minimum_runs_in_plan_order_with_every_arm(tmp_path):
     p = profile()
     r = resolve.Resolver(p, tmp_path, progress=lambda _: pytest.fail("no reading during the minimum"))
