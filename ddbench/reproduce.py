@@ -230,7 +230,7 @@ def whole_repetitions(profile: Profile, todo: list[tuple[str, int, int]]) -> lis
 
 def sweep(profile: Profile, run: RunDir, reps: range | None = None) -> dict | None:
     """Run the pending cells; returns the time budget's record (ddbench/core/budget.py) or, under load.resolve, the
-    resolver's (ddbench/resolve.py: it has 'stopped'), None without either."""
+    resolver's (ddbench/resolve.py; budget.resolved tells them apart), None without either."""
     from containers.sweep import run_sweep
 
     todo = whole_repetitions(profile, pending_cells(profile, run, reps))
@@ -265,7 +265,7 @@ def unfinished(pending: list[schedule.Cell], spent: dict | None) -> list[schedul
     (cells, under load.resolve) chose not to run."""
     if not spent:
         return pending
-    if "stopped" in spent:
+    if budget.resolved(spent):
         skipped = {tuple(x) for x in spent["not_run"]}
         return [x for x in pending if x not in skipped]
     return [x for x in pending if x[2] not in set(spent["not_run"])]
@@ -498,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"{len(left)} cell(s) did not finish ok; the report lists them. "
                       f"Retry them with: {again} --resume {run.path}", highlight=False)
     if spent and (line := budget.text(spent)):
-        console.print(line if "stopped" in spent else f"{line}; run them with: {again} --resume {run.path}",
+        console.print(line if budget.resolved(spent) else f"{line}; run them with: {again} --resume {run.path}",
                       highlight=False)
     code, why = outcome(run, len(left))
     if code:

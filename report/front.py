@@ -111,8 +111,8 @@ def header(a) -> list[tuple[str, Markup]]:
 
 
 def resolved(a) -> bool:
-    """Whether a resolver (load.resolve) chose the run's stretches: its record says why the sweep stopped."""
-    return "stopped" in ((a.run.manifest.model_extra or {}).get("budget") or {})
+    """Whether a resolver (load.resolve) chose the run's stretches."""
+    return budget.resolved((a.run.manifest.model_extra or {}).get("budget"))
 
 
 def cut_short(a) -> str | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from itertools import pairwise
+from typing import TypeGuard
 
 MIN_REPETITIONS = 3
 
@@ -58,11 +59,17 @@ def _lengths(starts: list[float]) -> list[float]:
     return [b - a for a, b in pairwise(starts)]
 
 
+def resolved(record: dict | None) -> TypeGuard[dict]:
+    """Whether a sweep's record is a resolver's (load.resolve, ddbench/resolve.py: it says why the sweep stopped,
+    and its not_run lists cells) rather than a budget's (not_run lists repetitions)."""
+    return record is not None and "stopped" in record
+
+
 def text(record: dict | None) -> str:
     """One clause for a reader of the run, or '' when the budget stopped nothing; under load.resolve (a record
     with 'stopped', ddbench/resolve.py), how many stretches went where a target was open, and why the sweep
     stopped."""
-    if record and "stopped" in record:
+    if resolved(record):
         n, left = len(record.get("stretches") or []), len(record.get("not_run") or [])
         return (f"after the first {MIN_REPETITIONS} repetitions, {n} stretch(es) went where a target was open "
                 f"(load.resolve); the sweep stopped: {record['stopped']}"
