@@ -31,9 +31,9 @@ reproduce PROFILE="cpu-tiny" *ARGS:
 wheelhouse VARIANT="cpu":
     @python3 -m containers.wheelhouse --variant "$1"
 
-# the H200's offline Python bundle (LAYER: harness, sglang, sglang-ddtree with DDTREE_FORK_GIT=a clone of the fork): -> .h200/LAYER/ (carry it)
-h200-bundle LAYER:
-    @python3 -m containers.h200.bundle build "$1"
+# an offline Python bundle for a GPU machine without network (LAYER: harness, sglang, sglang-ddtree with DDTREE_FORK_GIT=a clone of the fork): -> .offline/LAYER/ (carry it)
+offline-bundle LAYER:
+    @python3 -m containers.offline.bundle build "$1"
 
 # build an image: base, base-py312, refengine-cpu|cuda, sglang-local|blackwell|hopper (sglang-*: --fork-git DIR)
 build IMAGE *ARGS:

@@ -4,6 +4,7 @@
 answers /v1/models and /health, and writes <arm>/status.json saying whether it came up, with
 what image and command (environment by name only). A server that exits or times out is
 stopped, and the BringUpError says why in its first line, then the traceback and log tail.
+`up_together` brings several arms up side by side, or one at a time where they share a GPU.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import random
 import socket
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from containers import docker_runtime, local_runtime
+from containers import docker_runtime, gpu_memory, local_runtime
 from containers.launch import DEFAULT_PORT, server_command
 from containers.ready import BringUpError, wait_ready
 from containers.spec import build_spec, labels
@@ -166,3 +168,40 @@ def down(run_id: str | None = None, arm: str | None = None) -> list[str]:
         if "docker" not in type(e).__module__:
             raise
     return stopped
+
+
+def up_together(profile: Profile, arms: list[str], run_dir: Path, **kw) -> tuple[dict, dict[str, str]]:
+    """Bring arms up: the first alone, the rest in parallel, then any that failed alone once more;
+    SGLang servers sharing a GPU one at a time, each sized to its share (containers/gpu_memory.py).
+    Returns (servers, why each other arm is not up)."""
+    servers, down = {}, {}
+
+    def one(arm: str, sized: bool = False):
+        try:
+            mine, note = (gpu_memory.fitted_now(profile) if sized
+                          else (profile, None))
+            servers[arm] = up(mine, arm, run_dir, note=note, **kw)
+        except (BringUpError, RuntimeError) as e:
+            down[arm] = getattr(e, "summary", str(e).splitlines()[0])
+
+    try:
+        if gpu_memory.shares_gpu(profile) and len(arms) > 1:
+            for arm in arms:
+                one(arm, sized=True)
+            return servers, down
+        if arms:
+            one(arms[0])
+        with ThreadPoolExecutor(max_workers=max(1, len(arms) - 1)) as pool:
+            list(pool.map(one, arms[1:]))
+        # a server that failed beside others (a port, a compile cache) gets one more try alone;
+        # the log keeps both
+        for arm in [a for a in arms[1:] if a in down]:
+            first = down.pop(arm)
+            one(arm)
+            if arm in down:
+                down[arm] = f"{down[arm]} (twice: first beside the other arms, then alone; first: {first})"
+    except BaseException:  # Ctrl-C during bring-up: leave nothing running
+        for s in servers.values():
+            s.stop()
+        raise
+    return servers, down

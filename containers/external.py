@@ -188,7 +188,7 @@ def check(profile: Profile, arm_id: str, run_dir: Path) -> ExternalServer:
 
 
 def check_all(profile: Profile, arms: list[str], run_dir: Path) -> tuple[dict, dict[str, str]]:
-    """(servers, why each other arm's server is not answering), as containers.sweep.up_together returns."""
+    """(servers, why each other arm's server is not answering), as containers.bringup.up_together returns."""
     declare_secret_env(a.api_key_env for a in profile.arms)
     servers, down = {}, {}
     for arm in arms:

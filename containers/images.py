@@ -256,7 +256,7 @@ def build_sglang(variant: str, fork_git: Path, tag: str | None = None, build_arg
     'blackwell' and 'hopper' start from the registry's SGLang image. The smoke check runs in the
     build; its result is then labelled onto the image, and the build's evidence is written under
     results/images/."""
-    from containers.h200.archive import BundleError
+    from containers.offline.archive import BundleError
     from containers.sglang_source import export
 
     if variant not in SGLANG_VARIANTS:

@@ -281,8 +281,8 @@ def extract_pin(repo: Path) -> dict:
     """The table of the one pin as it is built: its commit with the cherry-picks and ddbench's patches."""
     import tempfile
 
-    from containers.h200.archive import BundleError
-    from containers.h200.fork import checkout
+    from containers.offline.archive import BundleError
+    from containers.offline.fork import checkout
     from containers.sglang_pin import pin
 
     p = pin()

@@ -5,10 +5,10 @@
 GIT_DIR is a clone (bare is fine) of the pin's fork holding its commit and the cherry-picks'
 (`fetch github:Rancy-Wang/sglang`, or `git clone https://github.com/Rancy-Wang/sglang`). The
 export checks the commit out in a throw-away clone, cherry-picks the pinned upstream fixes
-and applies ddbench's patches (containers/h200/fork.py: fixed committer, so the result's SHA is the
+and applies ddbench's patches (containers/offline/fork.py: fixed committer, so the result's SHA is the
 same everywhere), and
 writes that commit's `python/sglang` through `git archive`: only tracked files, nothing from
-the network, never into ddbench's tree. Whole, untrimmed: only the H200 bundle trims.
+the network, never into ddbench's tree. Whole, untrimmed: only the offline bundle trims.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from containers.h200 import archive
-from containers.h200.fork import PACKAGE, _git, _text, checkout
+from containers.offline import archive
+from containers.offline.fork import PACKAGE, _git, _text, checkout
 from containers.sglang_pin import Pin, pin
 
 

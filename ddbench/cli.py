@@ -29,7 +29,7 @@ STAGES = {
     "up": ("containers.up", "Containers (bring-up)"),
     "down": ("containers.down", "Containers (bring-up)"),
     "load": ("ddbench.onecell", "Load generation + Containers (one cell)"),
-    "ui": ("loadtests.ui", "Load generation (web UI)"),
+    "ui": ("ddbench.ui", "Load generation (web UI)"),
     "analyze": ("analysis", "Analysis and report (analysis)"),
     "report": ("report", "Analysis and report (report)"),
     "train-models": ("refengine.train", "Model pair (training)"),

@@ -179,7 +179,7 @@ def make_stretch_runner(progress: Progress, task, tokenizer: Path | None = None)
     """The rounds schedule's runner (loadtests/rounds.py): every arm's cell of one (repetition, C) at once,
     each server's cache flushed and its metrics scraped around the stretch as around a cell."""
     from containers.external import headers
-    from containers.sweep import failed_cell
+    from ddbench.sweep import failed_cell
     from loadtests.cell import CellError, probe
     from loadtests.client import streams_token_ids
     from loadtests.rounds import Target, run_stretch
@@ -231,7 +231,7 @@ def whole_repetitions(profile: Profile, todo: list[tuple[str, int, int]]) -> lis
 def sweep(profile: Profile, run: RunDir, reps: range | None = None) -> dict | None:
     """Run the pending cells; returns the time budget's record (ddbench/core/budget.py) or, under load.resolve, the
     resolver's (ddbench/resolve.py; budget.resolved tells them apart), None without either."""
-    from containers.sweep import run_sweep
+    from ddbench.sweep import run_sweep
 
     todo = whole_repetitions(profile, pending_cells(profile, run, reps))
     chooser = resolve.Resolver(profile, run.path, profile.load.budget_s) if profile.load.resolve else None
@@ -383,8 +383,8 @@ def check_build(profile: Profile, run: RunDir) -> None:
     stops the analysis: the check then fails and says why."""
     if "overlay-check" not in profile.diagnostics or (run.path / OVERLAY_CHECK).is_file():
         return
-    console.print("diagnostics: overlay-check (containers.h200.diagnostics)", highlight=False)
-    rc = stage("containers.h200.diagnostics", run, "overlay-check")
+    console.print("diagnostics: overlay-check (ddbench.diagnostics)", highlight=False)
+    rc = stage("ddbench.diagnostics", run, "overlay-check")
     if rc:
         console.print(f"overlay check: exit {rc} (the trust check reports it)", highlight=False)
 

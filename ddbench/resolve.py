@@ -28,7 +28,7 @@ MET, BUDGET, PLANNED = "every target met", "the budget", "the planned repetition
 
 
 class Resolver:
-    """choose(todo) for the sweep's stretches (containers/sweep.py run_stretches): todo is the plan's stretches
+    """choose(todo) for the sweep's stretches (ddbench/sweep.py run_stretches): todo is the plan's stretches
     not yet run, each a list of cells of one (repetition, C), in plan order; the answer is the index of the next
     one and the arms to run in it, or None to end the sweep."""
 

@@ -1,4 +1,5 @@
-"""python -m loadtests run|ui ...: one headless cell, or Locust's web UI, for an arm of a profile."""
+"""python -m loadtests run|ui ...: one headless cell, or Locust's web UI, for an arm of a profile served at a URL
+(`ddbench ui PROFILE` brings the arm up itself)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ from ddbench.core.results import RESULTS_ROOT, cell_name
 from loadtests.cell import CellError, run_cell
 from loadtests.random_prompts import profile_tokenizer
 from loadtests.sigterm import exit_on_sigterm
-from loadtests.ui import serve
-from loadtests.webui import UI_PORT
+from loadtests.webui import UI_PORT, adhoc_dir, run_ui
 
 
 def overridden(load: Load, a: argparse.Namespace) -> Load:
@@ -49,7 +49,9 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_ui(a: argparse.Namespace) -> int:
-    return serve(a.profile, a.arm, url=a.url, port=a.port, processes=a.processes, records_dir=a.records_dir)
+    profile = load_profile(a.profile)
+    return run_ui(profile, a.profile, a.arm or profile.arms[0].id, url=a.url, port=a.port, processes=a.processes,
+                  records_dir=a.records_dir or adhoc_dir())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help={"run": "one headless cell", "ui": "Locust's web UI on 127.0.0.1"}[name])
         p.add_argument("--profile", required=True, help="shipped profile name or YAML path")
         p.add_argument("--arm", required=name == "run", help="ui: the arm to start with (default: the first)")
-        p.add_argument("--url", required=name == "run",
-                       help="where the arm serves, e.g. http://127.0.0.1:30000 (ui: default, bring the arm up)")
+        p.add_argument("--url", required=True,
+                       help="where the arm serves, e.g. http://127.0.0.1:30000 (to bring it up: ddbench ui PROFILE)")
         p.add_argument("--processes", type=int, help="Locust processes (default: the profile's load.processes)")
     run = sub.choices["run"]
     run.add_argument("--concurrency", type=int, required=True)

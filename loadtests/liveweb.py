@@ -5,8 +5,9 @@ switch, /ddbench/stats as JSON. Installed by the locustfile on the master (or th
 Workers send each finished request's fact (loadtests/live.py) to the master as a Locust message, so the
 master's figures cover every process and Locust's own request counts are untouched (no extra request
 events). With --ddbench-profile and --ddbench-serve the master also owns the server: it brings the arm
-up through the containers stage, as `reproduce` does, and a switch stops the load, takes the server
-down and brings the chosen arm up in its place. Each (arm, user count) setting is a phase (adhoc.py).
+up through the SERVERS the orchestration gives it (ddbench/ui_servers.py, a second locustfile that `ddbench
+ui` loads), and a switch stops the load, takes the server down and brings the chosen arm up in its place.
+Each (arm, user count) setting is a phase (adhoc.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -23,7 +26,6 @@ import httpx
 from flask import Response, jsonify, request
 from locust.runners import MasterRunner, WorkerRunner
 
-from containers.launch import server_command
 from ddbench.core import prom
 from ddbench.core.manifest import start_run
 from ddbench.core.profile import Profile, load_profile
@@ -38,6 +40,21 @@ log = logging.getLogger("ddbench")
 logging.getLogger("httpx").setLevel(logging.WARNING)   # a line per /metrics scrape would drown the log
 MESSAGE = "ddbench_live"
 SCRAPE_S = 2.0
+
+
+class ServeError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Servers:
+    """How the master starts an arm's server, given by the orchestration."""
+    up: Callable[[Profile, str, Path], object]   # (profile, arm, run dir) -> a server: .url, .stop()
+    command: Callable[[Profile, str, int | None], str]   # (profile, arm, port) -> the line that starts it
+
+
+# set at import by the orchestration's locustfile (ddbench/ui_servers.py), before Locust's init event
+SERVERS: Servers | None = None
 
 
 def send(environment, rec: RequestRecord) -> None:
@@ -70,15 +87,15 @@ class Session:
         return self.opts.arm
 
     def command(self) -> str | None:
-        if self.profile is None:
+        if self.profile is None or SERVERS is None:
             return None
-        port = urlsplit(self.env.host).port if self.env.host else None
-        return server_command(self.profile, self.profile.arm(self.arm), **({"port": port} if port else {})).shell()
+        return SERVERS.command(self.profile, self.arm, urlsplit(self.env.host).port if self.env.host else None)
 
     def bring_up(self, arm: str) -> None:
-        from containers import bringup  # the containers stage's public entry, as `reproduce` uses it
-
-        self.server = bringup.up(self.profile, arm, self.records_dir())
+        if SERVERS is None:
+            raise ServeError("--ddbench-serve: no server bring-up was loaded; start the UI with `ddbench ui PROFILE`, "
+                             "which loads ddbench/ui_servers.py beside the locustfile")
+        self.server = SERVERS.up(self.profile, arm, self.records_dir())
         model = probe(self.server.url)
         self.serving = (arm, self.server.url, model)
         self.opts.return_token_ids = str(streams_token_ids(self.server.url, model, self.profile.workload.api)).lower()

@@ -88,7 +88,11 @@ def _init(environment, **_):
     if opts.ddbench_live:  # a `just ui` session; headless cells never load the live view
         from loadtests import liveweb
 
-        CELL.live_session = liveweb.install(environment)
+        try:
+            CELL.live_session = liveweb.install(environment)
+        except liveweb.ServeError as e:
+            log.error("ddbench: %s", e)
+            sys.exit(2)
 
 
 @events.test_start.add_listener

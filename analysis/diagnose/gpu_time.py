@@ -1,6 +1,6 @@
 """GPU time per output token beside wall time per output token, from the gpu-time diagnostic.
 
-The sweep's profiled round (containers/sweep.py time_kernels, a profile's `diagnostics: [gpu-time]`) left,
+The sweep's profiled round (ddbench/sweep.py time_kernels, a profile's `diagnostics: [gpu-time]`) left,
 per arm and C, SGLang's GPU activity over one unit (RUN_DIR/diagnostics/gpu-time/<arm>-c<C>.json: the union
 of its kernels' intervals, and the unit's wall time) and the unit's request records beside it. Per output
 token: GPU ms (the algorithm's cost on this GPU) and wall ms (what a user waits, host time included). The

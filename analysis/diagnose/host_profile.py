@@ -1,6 +1,6 @@
 """Where a step's host time goes, from the host-profile diagnostic.
 
-The sweep's host-profile round (containers/sweep.py time_host, a profile's `diagnostics: [host-profile]`) left,
+The sweep's host-profile round (ddbench/sweep.py time_host, a profile's `diagnostics: [host-profile]`) left,
 per arm at C=1 and C=8, a summary of one unit's first forward steps under SGLang's profiler with CPU activity and
 Python stacks (RUN_DIR/diagnostics/host-profile/<arm>-c<C>.json, containers/host_time.py): the GPU's idle time
 per step and the frames the scheduler thread was in meanwhile, per step. The profiler adds host work to every

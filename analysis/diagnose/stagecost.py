@@ -1,6 +1,6 @@
 """Where a DDTree step's time goes on SGLang: the fork's stage profiler, from a labelled diagnostic.
 
-containers/h200/diagnostics.py `stage-cost` runs one separate cell per tree arm with the fork's
+ddbench/diagnostics/stage_cost.py runs one separate cell per tree arm with the fork's
 --speculative-ddtree-profile on (never a measured cell: the timers cost time) and writes
 RUN_DIR/diagnostics/stage-cost.json. Its stages are grouped here into the parts of a step the
 study reasons about: draft, tree build, verify, walk, and commit (KV bookkeeping, outputs).

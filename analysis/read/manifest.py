@@ -51,7 +51,7 @@ class Manifest(BaseModel):
     @property
     def sglang_build(self) -> dict:
         """The SGLang source that served the run, as its bundle layer recorded it (repo, commit,
-        cherry-picks, head); {} for a run not served from an H200 bundle of the DDTree fork."""
+        cherry-picks, head); {} for a run not served from an offline bundle of the DDTree fork."""
         return ((self.model_extra or {}).get("sglang_source") or {}).get("source") or {}
 
     @property

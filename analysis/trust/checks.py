@@ -219,7 +219,7 @@ def _overlay(run: Run) -> list[Check]:
     if path is None:
         return [Check(name, RUN, FAIL, f"no {OVERLAY_CHECK}, here or in another run of this build: the build was "
                                          "not checked against stock SGLang "
-                                         "(python -m containers.h200.diagnostics overlay-check RUN_DIR)")]
+                                         "(python -m ddbench.diagnostics overlay-check RUN_DIR)")]
     try:
         doc = json.loads(path.read_text())
         stock, fork = doc["sides"]["stock"], doc["sides"]["fork"]
@@ -240,7 +240,7 @@ def _overlay(run: Run) -> list[Check]:
     return [Check(name, RUN, PASS if doc.get("passed") else FAIL, facts)]
 
 
-STEPS_DIAGNOSTICS = "diagnostics/steps*.json"   # containers/h200/diagnostics.py steps writes them
+STEPS_DIAGNOSTICS = "diagnostics/steps*.json"   # ddbench/diagnostics/steps.py writes them
 
 
 def _step_diagnostics(run: Run) -> list[Check]:
@@ -273,7 +273,7 @@ def _step_diagnostics(run: Run) -> list[Check]:
     for a in run.profile.arms:
         if a.kind in ("chain", "tree") and a.id not in seen:
             out.append(Check(name, Scope(a.id), NA, "no steps diagnostic for this arm "
-                                             f"(python -m containers.h200.diagnostics steps RUN_DIR --arm {a.id})"))
+                                             f"(python -m ddbench.diagnostics steps RUN_DIR --arm {a.id})"))
     return out
 
 

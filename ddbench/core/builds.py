@@ -2,12 +2,12 @@
 
 Stock SGLang (backend.ddtree unset) has DFLASH but no DDTREE algorithm: it compares AR with linear DFlash.
 Chains and trees need the pinned DDTree fork with ddbench's patches (backend.ddtree: fork), which every SGLang
-image, H200 bundle and `just sglang-venv` that ddbench builds carries. The reference engine serves every kind.
+image, offline bundle and `just sglang-venv` that ddbench builds carries. The reference engine serves every kind.
 """
 
 from __future__ import annotations
 
-FORK_BUILDS = "ddbench's SGLang images, the H200 bundles or `just sglang-venv`"
+FORK_BUILDS = "ddbench's SGLang images, the offline GPU bundles or `just sglang-venv`"
 
 
 def served(kind: str, ddtree: str | None = None) -> tuple[str, ...]:

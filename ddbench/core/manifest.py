@@ -135,20 +135,20 @@ def package_versions() -> dict:
     return out
 
 
-# containers/h200/device.py leaves this in the site dir of every bundle layer it unpacks
-BUNDLE_MARKER = ".h200-bundle.json"
+# containers/offline/device.py leaves this in the site dir of every bundle layer it unpacks
+BUNDLE_MARKER = ".offline-bundle.json"
 
 
 def bundle_marker(site: str | Path) -> dict | None:
-    """What an unpacked H200 bundle layer records in its site dir; None where none was unpacked."""
+    """What an unpacked offline bundle layer records in its site dir; None where none was unpacked."""
     try:
         return json.loads((Path(site) / BUNDLE_MARKER).read_text())
     except (OSError, ValueError):
         return None
 
 
-def h200_bundles() -> list[dict]:
-    """The H200 bundle layers on PYTHONPATH, in path order, as their markers record them: layer,
+def offline_bundles() -> list[dict]:
+    """The offline bundle layers on PYTHONPATH, in path order, as their markers record them: layer,
     archive and parts sha256, and for the DDTree fork its repo, SHA, cherry-picks and trees. [] elsewhere."""
     entries = filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))
     return [{"site": e, **m} for e in entries if (m := bundle_marker(e)) is not None]
@@ -249,7 +249,7 @@ def build_manifest(profile: Profile, source: str, run: RunDir, overrides: list[s
         "schedule": planned_schedule(profile),
         "arm_settings": settings.record(profile),   # each arm's serving settings as launched, with reasons
         "images": image_records(profile),
-        "h200_bundles": h200_bundles(),
+        "offline_bundles": offline_bundles(),
         "sglang_source": sglang_source(),
         "started": now_iso(),
         "ended": None,

@@ -61,7 +61,7 @@ class Backend(Strict):
         None, exclude_if=lambda v: v is None,
         description="the SGLang build that serves every arm: 'fork' = the DDTree fork of the one pin "
                     "(containers/sglang/pin.toml, with ddbench's patches: top-k = min(B, vocab, K), chains "
-                    "too), which every SGLang image and H200 bundle ddbench builds carries; unset = whatever "
+                    "too), which every SGLang image and offline bundle ddbench builds carries; unset = whatever "
                     "SGLang the server's environment provides, ar and linear (DFLASH) arms checked against the "
                     "release's flags (backend.version). Chain and tree arms need 'fork': `check` and `reproduce` "
                     "refuse them on any other build. 'pr29907' names the retired DDTree PR's overlay, kept only so "
@@ -711,7 +711,7 @@ class Profile(Strict):
                     "each unit under SGLang's profiler with CPU activity: the GPU's idle time per step and the "
                     "scheduler's frames meanwhile (containers/host_time.py; as gpu-time, SGLang, local, rounds); "
                     "'overlay-check' = after the sweep, its servers down, the DDTree build's DFLASH against stock "
-                    "SGLang's on the run's first prompts (containers/h200/diagnostics.py; backend.ddtree 'fork', "
+                    "SGLang's on the run's first prompts (ddbench/diagnostics/overlay_check.py; backend.ddtree 'fork', "
                     "runtime local), unless the run holds one")
     # analysis only, not an experiment condition: out of the digest, and of the dump when unset
     slo: Slo | None = Field(
@@ -905,10 +905,10 @@ def _check_sglang(p: Profile) -> None:
             f"got runtime.attention_backend '{rt.attention_backend}'")
     if ddtree and rt.page_size not in (None, 1):
         raise ValueError(f"DDTree arms need page_size 1, got runtime.page_size {rt.page_size}")
-    for a in p.arms:  # the stage profiler's timers cost time: containers/h200/diagnostics.py stage-cost adds it
+    for a in p.arms:  # the stage profiler's timers cost time: ddbench/diagnostics/stage_cost.py adds it
         if any(x.startswith("--speculative-ddtree-profile") for x in [*rt.extra_args, *a.extra_args]):
             raise ValueError(f"arm '{a.id}': --speculative-ddtree-profile* never goes into a measured arm; "
-                             "run `python -m containers.h200.diagnostics stage-cost RUN_DIR` beside the sweep")
+                             "run `python -m ddbench.diagnostics stage-cost RUN_DIR` beside the sweep")
     if p.backend.ddtree == "fork":
         for a in ddtree:  # the fork's start-up check (ddbench patch 0001), made before any server starts
             assert a.block_size is not None and a.tree_topk is not None and a.tree_budget is not None

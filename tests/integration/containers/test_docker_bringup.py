@@ -7,7 +7,7 @@ import pytest
 
 from containers import bringup, docker_runtime
 from containers.ready import BringUpError
-from containers.sweep import run_sweep
+from ddbench.sweep import run_sweep
 from loadtests.cell import run_cell
 
 

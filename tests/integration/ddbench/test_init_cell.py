@@ -4,10 +4,10 @@ the reproduce sweep's own path (--set overrides keep it short; `ddbench load` na
 import pytest
 
 from containers import local_runtime
-from containers.sweep import run_sweep
 from ddbench import cli
 from ddbench.core.profile import load_profile
 from ddbench.onecell import narrow
+from ddbench.sweep import run_sweep
 from loadtests.cell import run_cell
 from loadtests.recorder import read_records
 

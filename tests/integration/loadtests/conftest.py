@@ -1,9 +1,8 @@
-"""A real null server process on a free port, and small profiles written to disk."""
+"""A real null server process on a free port (tests/integration/conftest.py), and small profiles written to disk."""
 
 from __future__ import annotations
 
-import shutil
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,11 +16,6 @@ from loadtests import nullserver
 class NullServer:
     url: str
     log: Path
-
-
-@pytest.fixture(name="free_port")
-def free_port_fixture() -> int:
-    return nullserver.free_port()
 
 
 @pytest.fixture
@@ -46,31 +40,3 @@ def write_profile(tmp_path):
         return path
 
     return write
-
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
-@pytest.fixture
-def locust_form():
-    """locust_form(url): a page of Debian's chromium, headless, driven by Playwright (never `playwright
-    install`), on Locust's start form at url with its custom parameters open."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip("needs Debian's chromium (apt-get install chromium)")
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-
-    @contextmanager
-    def open_form(url: str):
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-            page = browser.new_page()
-            page.goto(url)
-            page.get_by_text("Advanced options").click()
-            page.get_by_text("Custom parameters").click()
-            try:
-                yield page
-            finally:
-                browser.close()
-
-    return open_form

@@ -1,9 +1,9 @@
-"""The qwen3-8b twin at 8B cost, served: it loads in the reference engine and, through the H200 bundles, in
+"""The qwen3-8b twin at 8B cost, served: it loads in the reference engine and, through the offline GPU bundles, in
 SGLang, and every arm of the twin's two profiles answers a request, its speculative arms with the trained
 pair's acceptance (a twin whose drafter lost the pair's predictions would verify one token a step).
 
 GPU tests: they need CUDA and the twin (`just twin qwen3-8b --seed 0 --dtype bf16`, or DDBENCH_TWIN_DIR);
-SGLang's half also needs the bundles on PYTHONPATH (`containers/h200/setup.sh harness sglang sglang-ddtree`).
+SGLang's half also needs the bundles on PYTHONPATH (`containers/offline/setup.sh harness sglang sglang-ddtree`).
 Graphs are off here, so that each server comes up in seconds; the committed runs serve the twin with them on.
 """
 
@@ -64,7 +64,7 @@ def _post(url: str, body: dict) -> dict:
 @pytest.mark.parametrize(("backend", "arm_id"), _cases())
 def test_each_arm_serves_the_twin_with_the_pairs_acceptance(backend, arm_id, refengine_servers, tmp_path):
     if backend == "sglang" and importlib.util.find_spec("sglang") is None:
-        pytest.skip("SGLang's bundles are not on PYTHONPATH: containers/h200/setup.sh harness sglang sglang-ddtree")
+        pytest.skip("SGLang's bundles are not on PYTHONPATH: containers/offline/setup.sh harness sglang sglang-ddtree")
     profile = _profile(backend)
     if arm_id not in {a.id for a in profile.arms}:
         pytest.skip(f"{arm_id} is not an arm of {profile.name}, the profile for this card")
@@ -104,7 +104,7 @@ def test_one_interleaved_round_per_arm_of_the_twin_on_sglang(refengine_servers, 
     H100 profile's three), then one rounds stretch at C=1 through the real runner: each arm answers the same
     prompts in turn, no two units overlap, and each arm's cell holds its own records and metrics."""
     if importlib.util.find_spec("sglang") is None:
-        pytest.skip("SGLang's bundles are not on PYTHONPATH: containers/h200/setup.sh harness sglang sglang-ddtree")
+        pytest.skip("SGLang's bundles are not on PYTHONPATH: containers/offline/setup.sh harness sglang sglang-ddtree")
     from ddbench.core.results import read_records
     from loadtests.cell import probe
     from loadtests.rounds import Target, run_stretch

@@ -10,8 +10,7 @@ import pytest
 from handrun import T0, profile, rec
 
 from analysis.analyze import analyze
-from containers import flag_cost, sweep
-from ddbench import verify
+from ddbench import flag_cost, sweep, verify
 from ddbench.core import formulas
 from ddbench.core.records import CellStatus
 from ddbench.core.results import write_json_atomic, write_text_atomic

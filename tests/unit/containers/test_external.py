@@ -13,7 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from containers import external, sweep
+from containers import external
+from ddbench import sweep
 from ddbench.core.profile import load_profile
 from ddbench.core.records import CellStatus
 from ddbench.core.results import STATUS, write_json_atomic

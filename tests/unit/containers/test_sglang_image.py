@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_h200_fork import fake_fork  # noqa: F401 - the fixture
+from test_offline_fork import fake_fork  # noqa: F401 - the fixture
 
 from containers import images
 from containers.sglang import gpuarch

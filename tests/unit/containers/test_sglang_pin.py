@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from containers.h200 import fork, lock
-from containers.h200.layers import SGLANG, canonical
+from containers.offline import fork, lock
+from containers.offline.layers import SGLANG, canonical
 from containers.sglang_flags import FLAGS_DIR, load_table, table_for
 from containers.sglang_pin import PIN_FILE, WHEELS, PinError, parse, pin
 from ddbench.core.profile import PROFILES_DIR, load_profile

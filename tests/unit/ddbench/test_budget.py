@@ -99,7 +99,7 @@ def test_a_stopped_sweep_records_what_ran_and_keeps_the_rest_pending(monkeypatch
             write_json_atomic(run_dir / arm / f"c{c}-r{r}" / STATUS,
                               CellStatus(arm=arm, concurrency=c, repetition=r, status="ok").model_dump(mode="json"))
             clock.t += 1
-    monkeypatch.setattr("containers.sweep.run_sweep", fake)
+    monkeypatch.setattr("ddbench.sweep.run_sweep", fake)
     record = reproduce.sweep(profile, run)
     assert record["ran"] == [1, 2, 3] and record["not_run"] == [4, 5]
     assert {r for _, _, r in reproduce.pending_cells(profile, run)} == {4, 5}

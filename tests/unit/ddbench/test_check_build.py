@@ -19,7 +19,7 @@ def test_the_build_is_checked_once_when_the_profile_asks(tmp_path, monkeypatch):
     run = SimpleNamespace(path=tmp_path)
     seen = calls(monkeypatch, rc=3)       # the build failed the check: the trust check says so, reproduce goes on
     reproduce.check_build(load_profile("gpu-sglang-checks"), run)
-    assert seen == [[sys.executable, "-m", "containers.h200.diagnostics", "overlay-check", str(tmp_path)]]
+    assert seen == [[sys.executable, "-m", "ddbench.diagnostics", "overlay-check", str(tmp_path)]]
     (tmp_path / OVERLAY_CHECK).parent.mkdir(parents=True)
     (tmp_path / OVERLAY_CHECK).write_text("{}")     # a resumed run that holds its check: not again
     reproduce.check_build(load_profile("gpu-sglang-checks"), run)

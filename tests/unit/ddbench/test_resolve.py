@@ -11,8 +11,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from containers import sweep
-from ddbench import resolve
+from ddbench import resolve, sweep
 from ddbench.core import budget, schedule
 from ddbench.core.profile import Profile
 

@@ -28,7 +28,7 @@ def _sweep(monkeypatch, run_n_cells: int | None):
                                                      status="ok").model_dump(mode="json"))
         if n < len(todo):
             raise KeyboardInterrupt
-    monkeypatch.setattr("containers.sweep.run_sweep", fake)
+    monkeypatch.setattr("ddbench.sweep.run_sweep", fake)
 
 
 @pytest.fixture

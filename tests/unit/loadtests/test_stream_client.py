@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from containers import flag_cost
+from ddbench import flag_cost
 from ddbench.core.profile import load_profile
 from loadtests.client import _arrived, consume, stream, streams_token_ids
 from loadtests.options import cell_argv

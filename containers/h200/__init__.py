@@ -1,6 +1,0 @@
-"""Bundles of Python packages for the H200 machine, which has no network and no Docker.
-
-Each layer (`harness`, `sglang`, ...) is pinned in `<layer>.lock`, built here from PyPI wheels
-into one deterministic tar.xz under `.h200/<layer>/` (split into parts that fit one call's
-copy limit), described by `<layer>.manifest.json`, and unpacked on the device by `setup.sh`.
-"""
