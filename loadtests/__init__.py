@@ -9,6 +9,7 @@
     cpu.py          CPU sampling of the Locust processes
     cell.py         run one cell headless (the orchestrator's entry point)
     webui.py        Locust's web UI with our options, records under results/adhoc/
+    liveweb.py      the UI's LLM view; the servers it switches come from the orchestration
     nullserver.py   a streaming server with a known chunk schedule, for tests and accuracy
     accuracy.py     the accuracy and throughput benchmarks against the null server
     peer.py         the same workload through guidellm, for a side-by-side check
